@@ -1,0 +1,83 @@
+"""Kernel ABI v1: how each parameter kind reaches a compiled kernel.
+
+This module is the single source of truth; ``buildtile/abi.h`` documents the
+same rules for C and C++ hosts, and both hosts build their argument arrays
+from :func:`kernel_params`.
+
+A kernel's PTX entry takes, for each declared parameter in order:
+
+=================  ============================================================
+kind               PTX parameters
+=================  ============================================================
+scalar T           one value of T (bool as one byte, f16/bf16 as 16 bits)
+slice, disjoint_   ``T* data`` (64-bit), ``int64 len`` (elements)
+slice, atomic_
+slice
+tensor, disjoint_  ``T* data``, then ``int64 shape[rank]``, then
+tensor             ``int64 strides[rank]`` (in elements, not bytes)
+=================  ============================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ABI_VERSION = 1
+
+#: parameter kinds and the role each implies for aliasing checks
+PARAM_KINDS = {
+    "scalar": "in",
+    "slice": "in",
+    "tensor": "in",
+    "disjoint_slice": "out",
+    "disjoint_tensor": "out",
+    "atomic_slice": "inout",
+}
+
+#: dtype name -> (bytes, DLPack type code, DLPack bits, NumPy typestr)
+DTYPES = {
+    "bool": (1, 6, 8, "|b1"),
+    "i32": (4, 0, 32, "<i4"),
+    "i64": (8, 0, 64, "<i8"),
+    "u32": (4, 1, 32, "<u4"),
+    "u64": (8, 1, 64, "<u8"),
+    "f16": (2, 2, 16, "<f2"),
+    "bf16": (2, 4, 16, "<V2"),  # NumPy has no bf16; CAI producers use "<V2"
+    "f32": (4, 2, 32, "<f4"),
+    "f64": (8, 2, 64, "<f8"),
+}
+
+#: DLPack type codes (dlpack.h DLDataTypeCode)
+DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT, DL_BOOL = 0, 1, 2, 4, 6
+
+
+@dataclass(frozen=True)
+class PtxParam:
+    """One flattened kernel parameter: a name and its C type in the ABI."""
+
+    name: str
+    ctype: str  # "ptr", "i64", or a scalar dtype name
+
+
+def kernel_params(params: list[dict]) -> list[PtxParam]:
+    """Flatten manifest parameters into the PTX entry's parameter list."""
+    flat: list[PtxParam] = []
+    for p in params:
+        kind, name = p["kind"], p["name"]
+        if kind == "scalar":
+            flat.append(PtxParam(name, p["dtype"]))
+        elif kind in ("slice", "disjoint_slice", "atomic_slice"):
+            flat += [PtxParam(f"{name}.data", "ptr"), PtxParam(f"{name}.len", "i64")]
+        elif kind in ("tensor", "disjoint_tensor"):
+            rank = p["rank"]
+            flat.append(PtxParam(f"{name}.data", "ptr"))
+            flat += [PtxParam(f"{name}.shape{k}", "i64") for k in range(rank)]
+            flat += [PtxParam(f"{name}.stride{k}", "i64") for k in range(rank)]
+        else:
+            raise ValueError(f"unknown parameter kind {kind!r}")
+    return flat
+
+
+def mangle(module: str, name: str) -> str:
+    """The PTX entry name of a kernel: ``<module with dots as _>__<name>``."""
+    return module.replace(".", "_") + "__" + name

@@ -1,0 +1,80 @@
+"""The SIMT track's language surface: ``@simt.kernel``, ``simt.index_1d()``...
+
+Inside a kernel these names are read by the compiler from the source, never
+executed. At import time of a user's module, ``@simt.kernel`` returns a
+launchable handle bound to the kernel's compiled artifacts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+
+def kernel(
+    fn: Callable | None = None,
+    *,
+    block: int | Sequence[int] | None = None,
+    min_blocks: int | None = None,
+    dynamic_shared: int = 0,
+    min_compute_capability: str | int | None = None,
+    requires: Sequence[str] = (),
+):
+    """Declare a SIMT kernel and, with ``block=``, its launch contract."""
+
+    def wrap(pyfunc: Callable):
+        from buildtile.runtime.kernel import Kernel
+
+        return Kernel(pyfunc, kind="simt")
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def device(fn: Callable) -> Callable:
+    """Declare a device helper function callable from kernels."""
+    fn.__buildtile_device__ = True
+    return fn
+
+
+def _device_only(name: str):
+    def stub(*args, **kwargs):
+        raise RuntimeError(f"simt.{name}() can only be used inside a @simt.kernel")
+
+    stub.__name__ = name
+    return stub
+
+
+index_1d = _device_only("index_1d")
+index_2d = _device_only("index_2d")
+index_3d = _device_only("index_3d")
+sync_threads = _device_only("sync_threads")
+lane_id = _device_only("lane_id")
+warp_id = _device_only("warp_id")
+shfl_down = _device_only("shfl_down")
+shfl_xor = _device_only("shfl_xor")
+shfl_idx = _device_only("shfl_idx")
+ballot = _device_only("ballot")
+shared_array = _device_only("shared_array")
+
+
+class _Dim3:
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, axis: str):
+        raise RuntimeError(f"simt.{self._name}.{axis} can only be used inside a @simt.kernel")
+
+
+thread_idx = _Dim3("thread_idx")
+block_idx = _Dim3("block_idx")
+block_dim = _Dim3("block_dim")
+grid_dim = _Dim3("grid_dim")
+
+
+class unsafe:
+    """``with simt.unsafe():`` marks code outside the safety proof (shared memory)."""
+
+    def __enter__(self):
+        raise RuntimeError("simt.unsafe() can only be used inside a @simt.kernel")
+
+    def __exit__(self, *exc):
+        return False
