@@ -1,0 +1,1 @@
+"""Built-in backends, each registered through the ``buildtile.backends`` entry points."""

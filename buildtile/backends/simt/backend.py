@@ -1,0 +1,78 @@
+"""The SIMT backend's stages, assembled behind the ``Backend`` interface."""
+
+from __future__ import annotations
+
+from buildtile import __version__
+from buildtile.backend import AnalyzedKernel, Backend, CompileOptions, KernelSource
+from buildtile.contract import parse_contract
+from buildtile.diagnostics import Diagnostic, Span
+from buildtile.errors import CompileError
+from buildtile.interop.abi import mangle
+from buildtile.toolchain.ptx import llvm_to_ptx
+from buildtile.backends.simt import frontend, lower, ownership
+from buildtile.backends.simt.types import Scalar, SliceT, TensorT, param_kind_name
+
+
+def params_record(kernel_ir) -> list[dict]:
+    """Manifest parameter records (name, kind, dtype, rank, role)."""
+    out = []
+    for p in kernel_ir.params:
+        kind = param_kind_name(p.ty)
+        dtype = p.ty.name if isinstance(p.ty, Scalar) else p.ty.elem.name
+        rank = 0 if isinstance(p.ty, Scalar) else p.ty.rank
+        role = {"read": "in", "disjoint": "out", "atomic": "inout"}.get(getattr(p.ty, "access", "read"))
+        out.append({"name": p.name, "kind": kind, "dtype": dtype, "rank": rank, "role": role})
+    return out
+
+
+class SimtBackend:
+    """source -> typed IR -> checked IR -> LLVM IR -> PTX."""
+
+    def typed_ir(self, source: KernelSource):
+        return frontend.build_typed_ir(source)
+
+    def analyze(self, source: KernelSource, options: CompileOptions) -> AnalyzedKernel:
+        kernel_ir, diags = self.typed_ir(source)
+        param_types = {}
+        for a in source.node.args.args:
+            ty, _ = frontend.parse_param_type(a.annotation, source.namespace)
+            if ty is not None:
+                param_types[a.arg] = ty
+        contract, contract_diags = parse_contract(
+            source.decorator, param_types, frontend.module_constants(source.module_ast),
+            source.display_file, source.lines,
+        )
+        diags = list(contract_diags) + list(diags)
+        if kernel_ir is not None:
+            diags += ownership.check(kernel_ir, source)
+            contract["index_dims"] = kernel_ir.index_dims
+            if contract["block"] is None and kernel_ir.index_dims:
+                pass  # no contract: launchable only through unsafe_launch
+            elif contract["block"] is not None and kernel_ir.index_dims:
+                _check_block_dims(contract["block"], kernel_ir.index_dims, source, diags)
+        if diags:
+            raise CompileError(sorted(diags, key=lambda d: (d.span.line if d.span else 0, d.span.col if d.span else 0)))
+        return AnalyzedKernel(
+            source=source, symbol=mangle(source.module, source.name),
+            params=params_record(kernel_ir), contract=contract, ir=kernel_ir,
+        )
+
+    def llvm_ir(self, kernel: AnalyzedKernel, options: CompileOptions) -> str:
+        return lower.lower_to_llvm(kernel.ir, kernel.symbol, kernel.contract)
+
+    def to_ptx(self, kernel: AnalyzedKernel, target: str, options: CompileOptions) -> str:
+        return llvm_to_ptx(self.llvm_ir(kernel, options), target, options.opt_level)
+
+
+def _check_block_dims(block: list[int], dims: int, source: KernelSource, diags: list[Diagnostic]) -> None:
+    # index_1d() is unique per thread only if the block (and grid) vary along x alone
+    used = max((k + 1 for k, n in enumerate(block) if n > 1), default=1)
+    if used > dims:
+        diags.append(Diagnostic(
+            "BT0600", f"block {tuple(block[:used])} has {used} dimensions but the kernel indexes with index_{dims}d()",
+            Span.of(source.decorator, source.display_file, source.lines),
+            help=f"use index_{used}d(), or a {dims}-D block",
+        ))
+
+
+SIMT_BACKEND = Backend(kind="simt", decorator_module="buildtile.simt", impl=SimtBackend(), version=__version__)

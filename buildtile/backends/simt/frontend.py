@@ -1,0 +1,767 @@
+"""Stage 1: a kernel's Python AST -> typed IR.
+
+Types are inferred per local variable. Literals are weakly typed (they take
+the type of what they meet); a variable that only ever held literals is
+refined by its later uses, found by re-running inference until the types
+settle. Errors are collected as diagnostics, never raised mid-walk, so one
+build reports every problem of a kernel.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from dataclasses import dataclass
+
+from buildtile.backend import KernelSource
+from buildtile.discovery import resolve_dotted
+from buildtile.diagnostics import Diagnostic, Span
+from buildtile.backends.simt import ir
+from buildtile.backends.simt.types import (
+    BOOL, F32, F64, I64, SCALARS, Scalar, ShapeT, SliceT, TensorT, Weak, WEAK_FLOAT,
+    WEAK_INT, WitnessT, WitnessTupleT, value_type,
+)
+
+SIMT_MODULE = "buildtile.simt"
+TYPES_MODULE = "buildtile.types"
+
+_PARAM_KINDS = {
+    "Slice": ("slice", "read"),
+    "DisjointSlice": ("slice", "disjoint"),
+    "AtomicSlice": ("slice", "atomic"),
+    "Tensor": ("tensor", "read"),
+    "DisjointTensor": ("tensor", "disjoint"),
+}
+
+_BINOPS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+    ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
+    ast.LShift: "<<", ast.RShift: ">>",
+}
+_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_FOLD = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "&": operator.and_, "|": operator.or_,
+    "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+}
+
+#: math functions: name -> number of arguments
+MATH_FUNCTIONS = {
+    "sqrt": 1, "fabs": 1, "fma": 3, "min": 2, "max": 2, "floor": 1, "ceil": 1,
+    "exp": 1, "log": 1, "sin": 1, "cos": 1, "tanh": 1,
+}
+#: the subset of math functions defined for integers too
+INT_MATH = {"min", "max"}
+
+_GEOMETRY = {"thread_idx", "block_idx", "block_dim", "grid_dim"}
+
+
+class _Abort(Exception):
+    """Stops typing one expression after its diagnostic was recorded."""
+
+
+@dataclass
+class _Local:
+    ty: object
+    witness: bool = False   # bound to a ThreadIndex witness: immutable
+
+
+def build_typed_ir(source: KernelSource) -> tuple[ir.KernelIR | None, list[Diagnostic]]:
+    """Type a kernel; returns its IR (None on errors) and its diagnostics."""
+    refined: dict[str, Scalar] = {}
+    for _ in range(8):
+        builder = _KernelTyper(source, refined)
+        kernel = builder.run()
+        if builder.diagnostics or not builder.refinements:
+            return (None if builder.diagnostics else kernel), builder.diagnostics
+        refined.update(builder.refinements)
+    return kernel, builder.diagnostics
+
+
+def module_constants(module_ast: ast.Module) -> dict[str, int | float | bool]:
+    """Module-level ``NAME = <constant expression>`` bindings."""
+    consts: dict[str, int | float | bool] = {}
+    for stmt in module_ast.body:
+        target, value = None, None
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target, value = stmt.target, stmt.value
+        if isinstance(target, ast.Name):
+            folded = fold_constant(value, consts)
+            if folded is not None:
+                consts[target.id] = folded
+            else:
+                consts.pop(target.id, None)
+    return consts
+
+
+def fold_constant(node: ast.AST, consts: dict) -> int | float | bool | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in consts:
+        return consts[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = fold_constant(node.operand, consts)
+        return -v if v is not None else None
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        lhs, rhs = fold_constant(node.left, consts), fold_constant(node.right, consts)
+        if lhs is None or rhs is None:
+            return None
+        try:
+            return _FOLD[_BINOPS[type(node.op)]](lhs, rhs)
+        except (ArithmeticError, ValueError):
+            return None
+    return None
+
+
+def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str]):
+    """The IR type of a parameter annotation, or a message saying why not."""
+    if annotation is None:
+        return None, "parameter has no type annotation"
+    if isinstance(annotation, ast.Subscript):
+        kind = resolve_dotted(annotation.value, namespace)
+        short = kind.rsplit(".", 1)[-1] if kind and kind.startswith(TYPES_MODULE + ".") else None
+        if short not in _PARAM_KINDS:
+            return None, f"`{ast.unparse(annotation.value)}` is not a buildtile parameter kind"
+        family, access = _PARAM_KINDS[short]
+        args = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
+        elem = _scalar_of(args[0], namespace)
+        if elem is None:
+            return None, f"`{ast.unparse(args[0])}` is not a scalar type"
+        if family == "slice":
+            if len(args) != 1:
+                return None, f"`{short}` takes one argument: the element type"
+            return SliceT(elem, access), None
+        if len(args) != 2 or not (isinstance(args[1], ast.Constant) and args[1].value in (1, 2, 3)):
+            return None, f"`{short}` takes an element type and a rank of 1, 2 or 3"
+        return TensorT(elem, args[1].value, access), None
+    scalar = _scalar_of(annotation, namespace)
+    if scalar is None:
+        return None, f"`{ast.unparse(annotation)}` is not a buildtile type"
+    return scalar, None
+
+
+def _scalar_of(node: ast.AST, namespace: dict[str, str]) -> Scalar | None:
+    name = resolve_dotted(node, namespace)
+    if name and name.startswith(TYPES_MODULE + "."):
+        return SCALARS.get(name.rsplit(".", 1)[-1])
+    return None
+
+
+class _KernelTyper:
+    def __init__(self, source: KernelSource, refined: dict[str, Scalar]) -> None:
+        self.src = source
+        self.ns = source.namespace
+        self.consts = module_constants(source.module_ast)
+        self.refined = refined
+        self.refinements: dict[str, Scalar] = {}
+        self.diagnostics: list[Diagnostic] = []
+        self.params: dict[str, ir.Param] = {}
+        self.locals: dict[str, _Local] = {}
+        self.loop_depth = 0
+        self.unsafe_depth = 0
+        self.index_dims: set[int] = set()
+
+    # ------------------------------------------------------------ reporting
+    def error(self, code: str, node: ast.AST, message: str, label: str = "", help: str = "") -> None:
+        span = Span.of(node, self.src.display_file, self.src.lines)
+        self.diagnostics.append(Diagnostic(code, message, span, label=label, help=help))
+
+    def fail(self, code: str, node: ast.AST, message: str, label: str = "", help: str = ""):
+        self.error(code, node, message, label, help)
+        raise _Abort
+
+    # ------------------------------------------------------------ kernel
+    def run(self) -> ir.KernelIR:
+        fn = self.src.node
+        args = fn.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+            self.error("BT0200", fn, "kernels take plain positional parameters only",
+                       help="remove *args, **kwargs, keyword-only parameters and defaults")
+        params = []
+        for a in args.args:
+            ty, why = parse_param_type(a.annotation, self.ns)
+            if ty is None:
+                self.error("BT0308", a.annotation or a, f"bad type for parameter `{a.arg}`: {why}",
+                           help="annotate it with a scalar (f32, i64, ...) or Slice[T], "
+                                "DisjointSlice[T], AtomicSlice[T], Tensor[T, rank], DisjointTensor[T, rank]")
+                continue
+            p = ir.Param(a.arg, ty, a)
+            self.params[a.arg] = p
+            params.append(p)
+        if fn.returns is not None and not (isinstance(fn.returns, ast.Constant) and fn.returns.value is None):
+            self.error("BT0308", fn.returns, "kernels return nothing",
+                       help="write results into a DisjointSlice or DisjointTensor parameter")
+        body = self.block(fn.body)
+        if len(self.index_dims) > 1:
+            self.error("BT0499", fn, "kernel mixes thread indices of different dimensions "
+                       f"({', '.join(f'index_{d}d' for d in sorted(self.index_dims))})",
+                       help="use one of index_1d(), index_2d() or index_3d() per kernel: "
+                            "each is unique per thread only for a launch of its own dimension")
+        local_types = {name: self._final_type(loc.ty) for name, loc in self.locals.items()}
+        self._finalize(body)
+        return ir.KernelIR(fn.name, params, local_types, body, max(self.index_dims, default=0))
+
+    # ------------------------------------------------------------ statements
+    def block(self, stmts: list[ast.stmt]) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        for stmt in stmts:
+            try:
+                result = self.stmt(stmt)
+            except _Abort:
+                continue
+            if result is None:
+                continue
+            out.extend(result if isinstance(result, list) else [result])
+        return out
+
+    def stmt(self, node: ast.stmt):
+        method = getattr(self, "stmt_" + type(node).__name__, None)
+        if method is None:
+            self.fail("BT0200", node, f"`{type(node).__name__}` statements are not supported in kernels",
+                      help=_UNSUPPORTED_HELP.get(type(node).__name__, "see the SIMT language reference"))
+        return method(node)
+
+    def stmt_Expr(self, node: ast.Expr):
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return None  # docstring
+        value = self.expr(node.value)
+        if not isinstance(value, ir.Intrinsic):
+            self.fail("BT0200", node, "expression statement has no effect",
+                      help="assign the value to a variable or a disjoint output")
+        return ir.ExprStmt(value=value, src=node)
+
+    def stmt_Pass(self, node):
+        return None
+
+    def stmt_Assign(self, node: ast.Assign):
+        if len(node.targets) != 1:
+            self.fail("BT0200", node, "chained assignment is not supported", help="assign one target at a time")
+        return self.assign(node.targets[0], node.value, node)
+
+    def stmt_AnnAssign(self, node: ast.AnnAssign):
+        if node.value is None:
+            self.fail("BT0200", node, "a declaration needs a value", help="write `x: f32 = 0.0`")
+        ty = _scalar_of(node.annotation, self.ns)
+        if ty is None:
+            self.fail("BT0308", node.annotation, f"`{ast.unparse(node.annotation)}` is not a scalar type")
+        if not isinstance(node.target, ast.Name):
+            self.fail("BT0200", node.target, "only a plain name can be declared")
+        value = self.coerce(self.expr(node.value), ty, node.value)
+        return self.bind(node.target, value, node)
+
+    def stmt_AugAssign(self, node: ast.AugAssign):
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            self.fail("BT0200", node, "unsupported operator")
+        synthetic = ast.BinOp(left=_as_load(node.target), op=node.op, right=node.value)
+        ast.copy_location(synthetic, node)
+        synthetic.end_lineno, synthetic.end_col_offset = node.end_lineno, node.end_col_offset
+        return self.assign(node.target, synthetic, node)
+
+    def assign(self, target: ast.AST, value_node: ast.AST, node: ast.stmt):
+        if isinstance(target, ast.Tuple):
+            return self.assign_tuple(target, value_node, node)
+        if isinstance(target, ast.Subscript):
+            return self.store(target, value_node, node)
+        if isinstance(target, ast.Name):
+            return self.bind(target, self.expr(value_node), node)
+        self.fail("BT0200", target, "cannot assign to this expression")
+
+    def assign_tuple(self, target: ast.Tuple, value_node: ast.AST, node: ast.stmt):
+        value = self.expr(value_node)
+        if not isinstance(value.ty, WitnessTupleT):
+            self.fail("BT0200", target, "tuple unpacking is only supported for `simt.index_2d()`/`index_3d()`")
+        if len(target.elts) != value.ty.dims or not all(isinstance(e, ast.Name) for e in target.elts):
+            self.fail("BT0308", target, f"`index_{value.ty.dims}d()` gives {value.ty.dims} indices",
+                      help=f"unpack it into {value.ty.dims} names")
+        out = []
+        for axis, name_node in enumerate(target.elts):
+            component = ir.ThreadIndex(WitnessT(value.ty.dims, axis), dims=value.ty.dims, src=value_node)
+            out.append(self.bind(name_node, component, node))
+        return out
+
+    def bind(self, target: ast.Name, value: ir.Expr, node: ast.stmt):
+        name = target.id
+        if name in self.params:
+            self.fail("BT0594", target, f"cannot assign to parameter `{name}`",
+                      label="parameters are immutable", help="bind the value to a new local name")
+        if name in self.consts or name in self.ns:
+            self.fail("BT0308", target, f"cannot assign to `{name}`: it names a module-level constant or import",
+                      help="use a different local name")
+        if isinstance(value.ty, (SliceT, TensorT, ShapeT, WitnessTupleT)):
+            self.fail("BT0308", node, f"`{name}` cannot hold a value of type {value.ty}",
+                      help="index the parameter directly, or unpack index_Nd() into names")
+        if value.ty == Scalar("void", 0, "void"):
+            self.fail("BT0308", node, "this call returns nothing")
+        local = self.locals.get(name)
+        if local is None:
+            ty = self.refined.get(name, value.ty)
+            if isinstance(value.ty, WitnessT):
+                self.locals[name] = _Local(value.ty, witness=True)
+                return ir.Assign(name=name, value=value, src=node)
+            if isinstance(ty, Weak) or isinstance(value.ty, Weak):
+                value = self.coerce(value, ty, node) if not isinstance(ty, Weak) else value
+            elif value_type(value.ty) != ty:
+                self.type_mismatch(node, f"`{name}`", ty, value.ty)
+            self.locals[name] = _Local(ty)
+            return ir.Assign(name=name, value=value, src=node)
+        if local.witness:
+            self.fail("BT0384", target, f"cannot assign twice to thread index `{name}`",
+                      label="a ThreadIndex witness is immutable",
+                      help=f"compute into a new name, e.g. `k = {name} + 1`; only `{name}` itself can index a disjoint write")
+        if isinstance(local.ty, Weak) and not isinstance(value_type(value.ty), Weak):
+            self.refine(name, value_type(value.ty), node)
+            return ir.Assign(name=name, value=value, src=node)
+        value = self.coerce(value, local.ty, node)
+        return ir.Assign(name=name, value=value, src=node)
+
+    def store(self, target: ast.Subscript, value_node: ast.AST, node: ast.stmt):
+        param, indices = self.subscript_parts(target)
+        elem = param.ty.elem
+        value = self.coerce(self.expr(value_node), elem, value_node)
+        return ir.Store(param=param.name, indices=indices, value=value, src=target)
+
+    def stmt_If(self, node: ast.If):
+        cond = self.condition(node.test)
+        return ir.If(cond=cond, then=self.block(node.body), orelse=self.block(node.orelse), src=node)
+
+    def stmt_While(self, node: ast.While):
+        if node.orelse:
+            self.fail("BT0200", node, "`while ... else` is not supported")
+        cond = self.condition(node.test)
+        self.loop_depth += 1
+        body = self.block(node.body)
+        self.loop_depth -= 1
+        return ir.While(cond=cond, body=body, src=node)
+
+    def stmt_For(self, node: ast.For):
+        if node.orelse:
+            self.fail("BT0200", node, "`for ... else` is not supported")
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and "range" not in self.ns and not it.keywords and 1 <= len(it.args) <= 3):
+            self.fail("BT0200", it, "kernels loop only over `range(...)`",
+                      help="write `for k in range(start, stop, step)`")
+        if not isinstance(node.target, ast.Name):
+            self.fail("BT0200", node.target, "the loop variable must be a plain name")
+        args = [self.expr(a) for a in it.args]
+        for a, a_node in zip(args, it.args):
+            if not _is_intlike(a.ty):
+                self.type_mismatch(a_node, "range bound", "an integer", a.ty)
+        if len(args) == 1:
+            args = [ir.Const(WEAK_INT, value=0, src=it), args[0]]
+        if len(args) == 2:
+            args.append(ir.Const(WEAK_INT, value=1, src=it))
+        start, stop, step = args
+        ty = self._unify_all([start, stop, step], it)
+        start, stop, step = (self.coerce(a, ty, it) for a in (start, stop, step))
+        step_sign = 0
+        if isinstance(step, ir.Const):
+            if step.value == 0:
+                self.fail("BT0600", it.args[2], "range() step must not be zero")
+            step_sign = 1 if step.value > 0 else -1
+        name = node.target.id
+        if name in self.params or (name in self.locals and self.locals[name].witness):
+            self.fail("BT0384", node.target, f"cannot use `{name}` as a loop variable")
+        existing = self.locals.get(name)
+        if existing is None:
+            self.locals[name] = _Local(self.refined.get(name, ty))
+        elif isinstance(existing.ty, Weak) and not isinstance(ty, Weak):
+            self.refine(name, ty, node.target)
+        elif not isinstance(ty, Weak) and value_type(existing.ty) != ty:
+            self.type_mismatch(node.target, f"`{name}`", existing.ty, ty)
+        self.loop_depth += 1
+        body = self.block(node.body)
+        self.loop_depth -= 1
+        return ir.ForRange(var=name, start=start, stop=stop, step=step, step_sign=step_sign, body=body, src=node)
+
+    def stmt_Break(self, node):
+        if not self.loop_depth:
+            self.fail("BT0268", node, "`break` outside of a loop")
+        return ir.Break(src=node)
+
+    def stmt_Continue(self, node):
+        if not self.loop_depth:
+            self.fail("BT0268", node, "`continue` outside of a loop")
+        return ir.Continue(src=node)
+
+    def stmt_Return(self, node: ast.Return):
+        if node.value is not None:
+            self.fail("BT0308", node.value, "kernels return nothing",
+                      help="write results into a DisjointSlice or DisjointTensor parameter")
+        return ir.Return(src=node)
+
+    def stmt_With(self, node: ast.With):
+        if len(node.items) == 1 and node.items[0].optional_vars is None:
+            ctx = node.items[0].context_expr
+            if isinstance(ctx, ast.Call) and resolve_dotted(ctx.func, self.ns) == SIMT_MODULE + ".unsafe":
+                self.unsafe_depth += 1
+                body = self.block(node.body)
+                self.unsafe_depth -= 1
+                return ir.Unsafe(body=body, src=node)
+        self.fail("BT0200", node, "only `with simt.unsafe():` is supported in kernels")
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, node: ast.AST) -> ir.Expr:
+        method = getattr(self, "expr_" + type(node).__name__, None)
+        if method is None:
+            self.fail("BT0200", node, f"`{type(node).__name__}` expressions are not supported in kernels",
+                      help=_UNSUPPORTED_HELP.get(type(node).__name__, "see the SIMT language reference"))
+        return method(node)
+
+    def expr_Constant(self, node: ast.Constant):
+        v = node.value
+        if isinstance(v, bool):
+            return ir.Const(BOOL, value=v, src=node)
+        if isinstance(v, int):
+            return ir.Const(WEAK_INT, value=v, src=node)
+        if isinstance(v, float):
+            return ir.Const(WEAK_FLOAT, value=v, src=node)
+        self.fail("BT0308", node, f"{type(v).__name__} literals are not supported in kernels")
+
+    def expr_Name(self, node: ast.Name):
+        name = node.id
+        if name in self.locals:
+            local = self.locals[name]
+            return ir.Var(local.ty, name=name, src=node)
+        if name in self.params:
+            return ir.ParamRef(self.params[name].ty, name=name, src=node)
+        if name in self.consts:
+            value = self.consts[name]
+            ty = BOOL if isinstance(value, bool) else WEAK_INT if isinstance(value, int) else WEAK_FLOAT
+            return ir.Const(ty, value=value, src=node)
+        if name in ("True", "False"):
+            return ir.Const(BOOL, value=name == "True", src=node)
+        self.fail("BT0425", node, f"cannot find value `{name}` in this scope",
+                  label="not found",
+                  help="kernels see their parameters, their locals and module-level constants")
+
+    def expr_BinOp(self, node: ast.BinOp):
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            self.fail("BT0200", node, f"operator `{type(node.op).__name__}` is not supported")
+        lhs, rhs = self.expr(node.left), self.expr(node.right)
+        if isinstance(lhs, ir.Const) and isinstance(rhs, ir.Const) and isinstance(lhs.ty, Weak) and isinstance(rhs.ty, Weak):
+            try:
+                value = _FOLD[op](lhs.value, rhs.value)
+            except ZeroDivisionError:
+                self.fail("BT0600", node, "division by zero in a constant expression")
+            return ir.Const(WEAK_FLOAT if isinstance(value, float) else WEAK_INT, value=value, src=node)
+        ty = self.unify(lhs, rhs, node)
+        lhs, rhs = self.coerce(lhs, ty, node.left), self.coerce(rhs, ty, node.right)
+        vt = ty.default if isinstance(ty, Weak) else ty
+        if vt == BOOL and op not in ("&", "|", "^"):
+            self.type_mismatch(node, f"operator `{op}`", "numbers", ty)
+        if op in ("&", "|", "^", "<<", ">>", "//", "%") and vt.is_float and op not in ("//", "%"):
+            self.type_mismatch(node, f"operator `{op}`", "integers", ty)
+        if op == "/" and not vt.is_float:
+            self.fail("BT0308", node, f"true division `/` of integers ({ty}) is not supported yet",
+                      help="use `//` for floor division, or cast to a float type first")
+        if op in ("//", "%") and vt.is_float:
+            self.fail("BT0308", node, f"`{op}` of floats is not supported yet", help="use math.floor(a / b)")
+        return ir.BinOp(ty, op=op, lhs=lhs, rhs=rhs, src=node)
+
+    def expr_UnaryOp(self, node: ast.UnaryOp):
+        operand = self.expr(node.operand)
+        if isinstance(node.op, ast.Not):
+            return ir.UnaryOp(BOOL, op="not", operand=self.as_bool(operand, node.operand), src=node)
+        if isinstance(node.op, ast.UAdd):
+            return operand
+        ty = value_type(operand.ty)
+        if isinstance(node.op, ast.USub):
+            if isinstance(operand, ir.Const) and isinstance(ty, Weak):
+                return ir.Const(ty, value=-operand.value, src=node)
+            if ty == BOOL:
+                self.type_mismatch(node, "unary `-`", "a number", ty)
+            return ir.UnaryOp(ty, op="-", operand=self.coerce(operand, ty, node), src=node)
+        if isinstance(node.op, ast.Invert):
+            if not _is_intlike(ty):
+                self.type_mismatch(node, "operator `~`", "an integer", ty)
+            return ir.UnaryOp(ty, op="~", operand=self.coerce(operand, ty, node), src=node)
+        self.fail("BT0200", node, "unsupported unary operator")
+
+    def expr_Compare(self, node: ast.Compare):
+        if len(node.ops) != 1:
+            # a < b < c  ==  (a < b) and (b < c), evaluating b once is not needed: b has no side effects
+            parts = []
+            left = node.left
+            for op, right in zip(node.ops, node.comparators):
+                piece = ast.Compare(left=left, ops=[op], comparators=[right])
+                ast.copy_location(piece, node)
+                piece.end_lineno, piece.end_col_offset = node.end_lineno, node.end_col_offset
+                parts.append(self.expr_Compare(piece))
+                left = right
+            return ir.BoolOp(BOOL, op="and", values=parts, src=node)
+        op = _CMPOPS.get(type(node.ops[0]))
+        if op is None:
+            self.fail("BT0200", node, "`in`/`is` comparisons are not supported in kernels")
+        lhs, rhs = self.expr(node.left), self.expr(node.comparators[0])
+        ty = self.unify(lhs, rhs, node)
+        return ir.Compare(BOOL, op=op, lhs=self.coerce(lhs, ty, node.left), rhs=self.coerce(rhs, ty, node.comparators[0]), src=node)
+
+    def expr_BoolOp(self, node: ast.BoolOp):
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        values = [self.as_bool(self.expr(v), v) for v in node.values]
+        return ir.BoolOp(BOOL, op=op, values=values, src=node)
+
+    def expr_IfExp(self, node: ast.IfExp):
+        cond = self.condition(node.test)
+        then, orelse = self.expr(node.body), self.expr(node.orelse)
+        ty = self.unify(then, orelse, node)
+        return ir.Select(ty, cond=cond, then=self.coerce(then, ty, node.body), orelse=self.coerce(orelse, ty, node.orelse), src=node)
+
+    def expr_Attribute(self, node: ast.Attribute):
+        # thread geometry: simt.thread_idx.x ...
+        dotted = resolve_dotted(node, self.ns)
+        if dotted and dotted.startswith(SIMT_MODULE + "."):
+            parts = dotted[len(SIMT_MODULE) + 1:].split(".")
+            if len(parts) == 2 and parts[0] in _GEOMETRY and parts[1] in ("x", "y", "z"):
+                return ir.Intrinsic(I64, name=f"{parts[0]}.{parts[1]}", src=node)
+            self.fail("BT0425", node, f"`simt.{'.'.join(parts)}` is not a value",
+                      help="thread geometry is simt.thread_idx/block_idx/block_dim/grid_dim with .x, .y or .z")
+        if isinstance(node.value, ast.Name) and node.value.id in self.params and node.attr == "shape":
+            ty = self.params[node.value.id].ty
+            if not isinstance(ty, (SliceT, TensorT)):
+                self.type_mismatch(node, "`.shape`", "a slice or tensor", ty)
+            return ir.ParamRef(ShapeT(ty.rank), name=node.value.id, src=node)
+        self.fail("BT0425", node, f"no attribute `{ast.unparse(node)}` in kernels",
+                  help="parameters have `.shape`; thread geometry is under `simt.`")
+
+    def expr_Subscript(self, node: ast.Subscript):
+        base = node.value
+        if isinstance(base, ast.Attribute) and base.attr == "shape":
+            shape = self.expr(base)
+            axis = fold_constant(node.slice, self.consts)
+            if not isinstance(axis, int) or isinstance(axis, bool) or not 0 <= axis < shape.ty.rank:
+                self.fail("BT0308", node.slice, f"`.shape` takes a constant axis in 0..{shape.ty.rank - 1}")
+            return ir.Shape(I64, param=shape.name, axis=axis, src=node)
+        param, indices = self.subscript_parts(node)
+        return ir.Load(param.ty.elem, param=param.name, indices=indices, src=node)
+
+    def subscript_parts(self, node: ast.Subscript) -> tuple[ir.Param, list[ir.Expr]]:
+        if not (isinstance(node.value, ast.Name) and node.value.id in self.params):
+            self.fail("BT0308", node.value, "only slice and tensor parameters can be indexed",
+                      help="index a parameter directly: `a[i]`, `m[row, col]`")
+        param = self.params[node.value.id]
+        if isinstance(param.ty, Scalar):
+            self.type_mismatch(node.value, f"`{param.name}`", "a slice or tensor", param.ty)
+        index_nodes = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if any(isinstance(i, ast.Slice) for i in index_nodes):
+            self.fail("BT0200", node.slice, "slicing (`a[i:j]`) is not supported in SIMT kernels",
+                      help="index one element at a time")
+        if len(index_nodes) != param.ty.rank:
+            self.fail("BT0308", node.slice, f"`{param.name}` has rank {param.ty.rank} but is indexed with "
+                      f"{len(index_nodes)} {'index' if len(index_nodes) == 1 else 'indices'}")
+        indices = []
+        for idx_node in index_nodes:
+            idx = self.expr(idx_node)
+            if not _is_intlike(idx.ty):
+                self.type_mismatch(idx_node, "an index", "an integer", idx.ty)
+            if isinstance(idx.ty, Weak):
+                idx = self.coerce(idx, I64, idx_node)
+            indices.append(idx)
+        return param, indices
+
+    def expr_Call(self, node: ast.Call):
+        if node.keywords:
+            self.fail("BT0200", node, "keyword arguments are not supported in kernel calls")
+        func = node.func
+        dotted = resolve_dotted(func, self.ns)
+        if isinstance(func, ast.Name) and func.id == "len" and "len" not in self.ns:
+            return self.call_len(node)
+        if isinstance(func, ast.Name) and func.id in ("min", "max", "abs") and func.id not in self.ns:
+            return self.call_math(node, "fabs" if func.id == "abs" else func.id)
+        if dotted and dotted.startswith(TYPES_MODULE + "."):
+            target = SCALARS.get(dotted.rsplit(".", 1)[-1])
+            if target is None or len(node.args) != 1:
+                self.fail("BT0308", node, f"`{ast.unparse(func)}(x)` is not a cast")
+            value = self.expr(node.args[0])
+            if isinstance(value, ir.Const) and isinstance(value.ty, Weak):
+                return self.coerce(value, target, node)
+            if not isinstance(value_type(value.ty), (Scalar, Weak)):
+                self.type_mismatch(node.args[0], "a cast", "a scalar", value.ty)
+            return ir.Cast(target, value=self.defaulted(value), src=node)
+        if dotted and dotted.startswith("math."):
+            return self.call_math(node, dotted[5:])
+        if dotted and dotted.startswith(SIMT_MODULE + "."):
+            return self.call_simt(node, dotted[len(SIMT_MODULE) + 1:])
+        if isinstance(func, ast.Name) and any(
+            isinstance(s, ast.FunctionDef) and s.name == func.id for s in self.src.module_ast.body
+        ):
+            self.fail("BT0200", node, f"calls of `{func.id}` are not supported yet",
+                      help="device helper functions (`@simt.device`) come in a later version; inline the code")
+        self.fail("BT0425", func, f"cannot find function `{ast.unparse(func)}` for kernels",
+                  help="kernels call casts (f32(x)), len(), math functions and simt intrinsics")
+
+    def call_len(self, node: ast.Call):
+        if len(node.args) != 1 or not (isinstance(node.args[0], ast.Name) and node.args[0].id in self.params):
+            self.fail("BT0308", node, "`len()` takes one slice or tensor parameter")
+        param = self.params[node.args[0].id]
+        if isinstance(param.ty, Scalar):
+            self.type_mismatch(node.args[0], "`len()`", "a slice or tensor", param.ty)
+        if isinstance(param.ty, TensorT):
+            return ir.Shape(I64, param=param.name, axis=0, src=node)
+        return ir.Len(I64, param=param.name, src=node)
+
+    def call_math(self, node: ast.Call, name: str):
+        arity = MATH_FUNCTIONS.get(name)
+        if arity is None:
+            self.fail("BT0425", node.func, f"`math.{name}` is not available in kernels",
+                      help=f"available: {', '.join(sorted(MATH_FUNCTIONS))}")
+        if len(node.args) != arity:
+            self.fail("BT0308", node, f"`{name}` takes {arity} argument{'s' if arity > 1 else ''}")
+        args = [self.expr(a) for a in node.args]
+        ty = self._unify_all(args, node)
+        if isinstance(ty, Weak):
+            ty = F32 if name not in INT_MATH and name != "fabs" else ty.default
+        if not ty.is_float and not (ty.is_int and name in INT_MATH | {"fabs"}):
+            self.type_mismatch(node, f"`{name}`", "floats", ty)
+        if ty.bits < 32 and ty.is_float:
+            self.fail("BT0308", node, f"`{name}` of {ty} is not supported yet", help="cast to f32 first")
+        args = [self.coerce(a, ty, n) for a, n in zip(args, node.args)]
+        return ir.Intrinsic(ty, name=name, args=args, src=node)
+
+    def call_simt(self, node: ast.Call, name: str):
+        if name in ("index_1d", "index_2d", "index_3d"):
+            if node.args:
+                self.fail("BT0308", node, f"`simt.{name}()` takes no arguments")
+            dims = int(name[6])
+            self.index_dims.add(dims)
+            ty = WitnessT(1, 0) if dims == 1 else WitnessTupleT(dims)
+            return ir.ThreadIndex(ty, dims=dims, src=node)
+        if name == "sync_threads":
+            if node.args:
+                self.fail("BT0308", node, "`simt.sync_threads()` takes no arguments")
+            return ir.Intrinsic(Scalar("void", 0, "void"), name="sync_threads", src=node)
+        if name in ("lane_id", "warp_id"):
+            return ir.Intrinsic(I64, name=name, src=node)
+        self.fail("BT0200", node, f"`simt.{name}` is not supported yet in this version of the SIMT backend")
+
+    # ------------------------------------------------------------ typing helpers
+    def condition(self, node: ast.AST) -> ir.Expr:
+        return self.as_bool(self.expr(node), node)
+
+    def as_bool(self, value: ir.Expr, node: ast.AST) -> ir.Expr:
+        if value.ty != BOOL:
+            self.type_mismatch(node, "a condition", "bool", value.ty,
+                               help="compare explicitly, e.g. `x != 0`")
+        return value
+
+    def unify(self, lhs: ir.Expr, rhs: ir.Expr, node: ast.AST):
+        lt, rt = value_type(lhs.ty), value_type(rhs.ty)
+        for side in (lt, rt):
+            if not isinstance(side, (Scalar, Weak)):
+                self.type_mismatch(node, "this operation", "scalars", side)
+        if lt == rt:
+            return lt
+        if isinstance(lt, Weak) and isinstance(rt, Weak):
+            return WEAK_FLOAT
+        if isinstance(lt, Weak) or isinstance(rt, Weak):
+            weak, strong = (lt, rt) if isinstance(lt, Weak) else (rt, lt)
+            if weak.kind == "float" and not strong.is_float:
+                self.type_mismatch(node, "this operation", str(strong), weak,
+                                   help=f"cast explicitly, e.g. `f32(...)`, or use an integer literal")
+            if strong == BOOL:
+                self.type_mismatch(node, "this operation", "numbers", strong)
+            return strong
+        self.type_mismatch(node, "this operation", str(lt), rt,
+                           help=f"cast one side explicitly, e.g. `{lt}(...)` or `{rt}(...)`")
+
+    def _unify_all(self, values: list[ir.Expr], node: ast.AST):
+        ty = value_type(values[0].ty)
+        for v in values[1:]:
+            ty = self.unify(ir.Expr(ty), v, node)
+        return ty
+
+    def coerce(self, value: ir.Expr, ty, node: ast.AST) -> ir.Expr:
+        """Give a weakly typed value the concrete type ``ty``, or check they agree."""
+        vt = value_type(value.ty)
+        if isinstance(ty, Weak):
+            return value
+        if vt == ty:
+            return value
+        if isinstance(vt, Weak):
+            if vt.kind == "float" and not ty.is_float:
+                self.type_mismatch(node, "this value", str(ty), vt)
+            if ty == BOOL:
+                self.type_mismatch(node, "this value", "bool", vt)
+            return self._retype(value, ty)
+        self.type_mismatch(node, "this value", str(ty), vt, help=f"cast explicitly: `{ty}(...)`")
+
+    def _retype(self, value: ir.Expr, ty: Scalar) -> ir.Expr:
+        if isinstance(value, ir.Const):
+            return ir.Const(ty, value=float(value.value) if ty.is_float else value.value, src=value.src)
+        if isinstance(value, ir.Var):
+            self.refine(value.name, ty, value.src)
+            return ir.Var(ty, name=value.name, src=value.src)
+        if isinstance(value, ir.BinOp):
+            return ir.BinOp(ty, op=value.op, lhs=self._retype(value.lhs, ty), rhs=self._retype(value.rhs, ty), src=value.src)
+        if isinstance(value, ir.UnaryOp):
+            return ir.UnaryOp(ty, op=value.op, operand=self._retype(value.operand, ty), src=value.src)
+        if isinstance(value, ir.Select):
+            return ir.Select(ty, cond=value.cond, then=self._retype(value.then, ty), orelse=self._retype(value.orelse, ty), src=value.src)
+        if isinstance(value, ir.Intrinsic):
+            return ir.Intrinsic(ty, name=value.name, args=[self._retype(a, ty) for a in value.args], src=value.src)
+        value.ty = ty
+        return value
+
+    def defaulted(self, value: ir.Expr) -> ir.Expr:
+        vt = value.ty
+        return self._retype(value, vt.default) if isinstance(vt, Weak) else value
+
+    def refine(self, name: str, ty: Scalar, node) -> None:
+        if name in self.refinements and self.refinements[name] != ty:
+            self.type_mismatch(node, f"`{name}`", str(self.refinements[name]), ty)
+        self.refinements[name] = ty
+        self.locals[name].ty = ty
+
+    def type_mismatch(self, node, what: str, expected, found, help: str = ""):
+        self.fail("BT0308", node, "mismatched types",
+                  label=f"{what}: expected {expected}, found {found}", help=help)
+
+    def _final_type(self, ty):
+        return ty.default if isinstance(ty, Weak) else ty
+
+    def _finalize(self, body: list[ir.Stmt]) -> None:
+        """Literals that never met a concrete type take their defaults (i64, f32)."""
+        for e in ir.walk_exprs(body):
+            if isinstance(e.ty, Weak):
+                e.ty = e.ty.default
+                if isinstance(e, ir.Const):
+                    e.value = float(e.value) if e.ty.is_float else int(e.value)
+            elif isinstance(e, ir.Var):
+                e.ty = self._final_type(self.locals[e.name].ty) if e.name in self.locals else e.ty
+
+
+def _is_intlike(ty) -> bool:
+    ty = value_type(ty)
+    return (isinstance(ty, Weak) and ty.kind == "int") or (isinstance(ty, Scalar) and ty.is_int)
+
+
+def _as_load(target: ast.AST) -> ast.AST:
+    clone = ast.parse(ast.unparse(target), mode="eval").body
+    for new, old in zip(ast.walk(clone), ast.walk(target)):
+        ast.copy_location(new, old)
+        new.end_lineno = getattr(old, "end_lineno", None)
+        new.end_col_offset = getattr(old, "end_col_offset", None)
+    return clone
+
+
+_UNSUPPORTED_HELP = {
+    "FunctionDef": "define helpers at module level with @simt.device",
+    "Lambda": "define helpers at module level with @simt.device",
+    "ListComp": "kernels have no lists; write a loop",
+    "List": "kernels have no lists; use a parameter or shared memory",
+    "Dict": "kernels have no dicts",
+    "Try": "kernels have no exceptions",
+    "Raise": "kernels have no exceptions",
+    "Import": "import at module level",
+    "ImportFrom": "import at module level",
+    "Global": "module-level names are read-only constants in kernels",
+    "Nonlocal": "kernels have no closures",
+    "JoinedStr": "kernels have no strings",
+    "Yield": "kernels are not generators",
+    "Await": "kernels are not coroutines",
+}

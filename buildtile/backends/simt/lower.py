@@ -1,0 +1,480 @@
+"""Stage 3: checked SIMT IR -> LLVM IR (text), with llvmlite's IR builder.
+
+Parameters follow kernel ABI v1 (``buildtile.interop.abi``). Array
+pointers are ``noalias`` and loads from read-only parameters are
+``!invariant.load`` -- sound because the host refuses a launch where an
+output overlaps any other argument (BT0502) -- which lets LLVM use the
+non-coherent read path (``ld.global.nc``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.ir as lir
+
+from buildtile.backends.simt import ir
+from buildtile.backends.simt.types import BOOL, I64, Scalar, SliceT, TensorT, WitnessT, value_type
+
+TRIPLE = "nvptx64-nvidia-cuda"
+DATALAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+
+GLOBAL_PTR = lir.PointerType(addrspace=1)
+I1, I8, I32T, I64T = lir.IntType(1), lir.IntType(8), lir.IntType(32), lir.IntType(64)
+
+
+def llvm_type(ty: Scalar) -> lir.Type:
+    if ty == BOOL:
+        return I1
+    if ty.is_int:
+        return lir.IntType(ty.bits)
+    return {16: lir.HalfType(), 32: lir.FloatType(), 64: lir.DoubleType()}[ty.bits]
+
+
+def abi_type(ty: Scalar) -> lir.Type:
+    """How a scalar crosses the kernel ABI: bool as one byte."""
+    return I8 if ty == BOOL else llvm_type(ty)
+
+
+@dataclass
+class _ArrayParam:
+    data: lir.Value
+    shape: list[lir.Value]
+    strides: list[lir.Value]   # in elements; a slice has stride 1
+    elem: Scalar
+
+
+_SREG = {"thread_idx": "tid", "block_idx": "ctaid", "block_dim": "ntid", "grid_dim": "nctaid"}
+
+#: approximate PTX math for f32 (exp/log through base 2)
+_F32_ASM = {
+    "sin": "sin.approx.f32 $0, $1;",
+    "cos": "cos.approx.f32 $0, $1;",
+    "tanh": "tanh.approx.f32 $0, $1;",
+}
+
+
+def lower_to_llvm(kernel: ir.KernelIR, symbol: str, contract: dict) -> str:
+    """LLVM IR text of one kernel, named ``symbol``, with its launch contract."""
+    return _Lowering(kernel, symbol, contract).run()
+
+
+class _Lowering:
+    def __init__(self, kernel: ir.KernelIR, symbol: str, contract: dict) -> None:
+        self.kernel = kernel
+        self.symbol = symbol
+        self.contract = contract
+        self.module = lir.Module(name=symbol)
+        self.module.triple = TRIPLE
+        self.module.data_layout = DATALAYOUT
+        self.params: dict[str, object] = {}
+        self.slots: dict[str, lir.Value] = {}
+        self.loops: list[tuple[lir.Block, lir.Block]] = []   # (continue target, break target)
+        self._fns: dict[str, lir.Function] = {}
+        self.kernel_param_types = {p.name: p.ty for p in kernel.params}
+
+    # ------------------------------------------------------------ structure
+    def run(self) -> str:
+        arg_types, arg_names = [], []
+        for p in self.kernel.params:
+            if isinstance(p.ty, Scalar):
+                arg_types.append(abi_type(p.ty)); arg_names.append(p.name)
+            else:
+                rank = p.ty.rank if isinstance(p.ty, TensorT) else 1
+                arg_types.append(GLOBAL_PTR); arg_names.append(f"{p.name}.data")
+                arg_types += [I64T] * (rank if isinstance(p.ty, TensorT) else 1)
+                arg_names += [f"{p.name}.shape{k}" for k in range(rank)] if isinstance(p.ty, TensorT) else [f"{p.name}.len"]
+                if isinstance(p.ty, TensorT):
+                    arg_types += [I64T] * rank
+                    arg_names += [f"{p.name}.stride{k}" for k in range(rank)]
+        fn = lir.Function(self.module, lir.FunctionType(lir.VoidType(), arg_types), self.symbol)
+        fn.calling_convention = "ptx_kernel"
+        for arg, name in zip(fn.args, arg_names):
+            arg.name = name
+        self.fn = fn
+        entry = fn.append_basic_block("entry")
+        body = fn.append_basic_block("body")
+        # every stack slot lives in the entry block (so mem2reg promotes it), before its branch
+        self.alloca_builder = lir.IRBuilder(entry)
+        self.alloca_builder.position_before(self.alloca_builder.branch(body))
+        self.b = lir.IRBuilder(body)
+        self.exit = fn.append_basic_block("exit")
+        lir.IRBuilder(self.exit).ret_void()
+
+        args = iter(fn.args)
+        for p in self.kernel.params:
+            if isinstance(p.ty, Scalar):
+                raw = next(args)
+                self.params[p.name] = self.b.icmp_unsigned("!=", raw, I8(0)) if p.ty == BOOL else raw
+                continue
+            data = next(args)
+            data.add_attribute("noalias")
+            if isinstance(p.ty, SliceT):
+                self.params[p.name] = _ArrayParam(data, [next(args)], [I64T(1)], p.ty.elem)
+            else:
+                shape = [next(args) for _ in range(p.ty.rank)]
+                strides = [next(args) for _ in range(p.ty.rank)]
+                self.params[p.name] = _ArrayParam(data, shape, strides, p.ty.elem)
+        for name, ty in self.kernel.locals.items():
+            slot_ty = I64T if isinstance(ty, WitnessT) else llvm_type(ty)
+            self.slots[name] = self.alloca_builder.alloca(slot_ty, name=name)
+
+        self.stmts(self.kernel.body)
+        if not self.b.block.is_terminated:
+            self.b.branch(self.exit)
+        self._annotate()
+        return str(self.module)
+
+    def _annotate(self) -> None:
+        md = []
+        block = self.contract.get("block")
+        if block:
+            for axis, n in zip("xyz", block):
+                md.append(self.module.add_metadata([self.fn, lir.MetaDataString(self.module, f"reqntid{axis}"), I32T(n)]))
+        if self.contract.get("min_blocks"):
+            md.append(self.module.add_metadata([self.fn, lir.MetaDataString(self.module, "minctasm"),
+                                                I32T(self.contract["min_blocks"])]))
+        if md:
+            annotations = self.module.add_named_metadata("nvvm.annotations")
+            for node in md:
+                annotations.add(node)
+
+    def _fresh_block_after_terminator(self) -> None:
+        if self.b.block.is_terminated:
+            self.b.position_at_end(self.fn.append_basic_block("dead"))
+
+    # ------------------------------------------------------------ statements
+    def stmts(self, stmts: list[ir.Stmt]) -> None:
+        for stmt in stmts:
+            self._fresh_block_after_terminator()
+            getattr(self, "stmt_" + type(stmt).__name__)(stmt)
+
+    def stmt_Assign(self, s: ir.Assign) -> None:
+        self.b.store(self.expr(s.value), self.slots[s.name])
+
+    def stmt_ExprStmt(self, s: ir.ExprStmt) -> None:
+        self.expr(s.value)
+
+    def stmt_Store(self, s: ir.Store) -> None:
+        arr = self.params[s.param]
+        indices = [self.index(i) for i in s.indices]
+        # an out-of-range disjoint write is a handled branch: the store is skipped
+        in_range = None
+        for idx, extent in zip(indices, arr.shape):
+            ok = self.b.icmp_unsigned("<", idx, extent)
+            in_range = ok if in_range is None else self.b.and_(in_range, ok)
+        value = self.expr(s.value)
+        with self.b.if_then(in_range, likely=True):
+            self.b.store(self._to_memory(value, arr.elem), self.address(arr, indices), align=max(1, arr.elem.bits // 8))
+
+    def stmt_If(self, s: ir.If) -> None:
+        cond = self.expr(s.cond)
+        then_bb = self.fn.append_basic_block("if.then")
+        else_bb = self.fn.append_basic_block("if.else") if s.orelse else None
+        merge = self.fn.append_basic_block("if.end")
+        self.b.cbranch(cond, then_bb, else_bb or merge)
+        for bb, body in ((then_bb, s.then), (else_bb, s.orelse)):
+            if bb is None:
+                continue
+            self.b.position_at_end(bb)
+            self.stmts(body)
+            if not self.b.block.is_terminated:
+                self.b.branch(merge)
+        self.b.position_at_end(merge)
+
+    def stmt_While(self, s: ir.While) -> None:
+        head = self.fn.append_basic_block("while.cond")
+        body = self.fn.append_basic_block("while.body")
+        done = self.fn.append_basic_block("while.end")
+        self.b.branch(head)
+        self.b.position_at_end(head)
+        self.b.cbranch(self.expr(s.cond), body, done)
+        self.b.position_at_end(body)
+        self.loops.append((head, done))
+        self.stmts(s.body)
+        self.loops.pop()
+        if not self.b.block.is_terminated:
+            self.b.branch(head)
+        self.b.position_at_end(done)
+
+    def stmt_ForRange(self, s: ir.ForRange) -> None:
+        ty = self.kernel.locals[s.var]
+        signed = ty.kind == "int"
+        # range() evaluates its arguments once; a hidden counter drives the loop so that
+        # assigning the loop variable in the body does not change the iteration (Python semantics)
+        counter = self.alloca_builder.alloca(llvm_type(ty), name=f"{s.var}.iter")
+        self.b.store(self.expr(s.start), counter)
+        stop, step = self.expr(s.stop), self.expr(s.step)
+        head = self.fn.append_basic_block("for.cond")
+        body = self.fn.append_basic_block("for.body")
+        latch = self.fn.append_basic_block("for.next")
+        done = self.fn.append_basic_block("for.end")
+        self.b.branch(head)
+        self.b.position_at_end(head)
+        cur = self.b.load(counter)
+        cmp = self.b.icmp_signed if signed else self.b.icmp_unsigned
+        if s.step_sign > 0:
+            going = cmp("<", cur, stop)
+        elif s.step_sign < 0:
+            going = cmp(">", cur, stop)
+        else:
+            positive = self.b.icmp_signed(">", step, step.type(0))
+            going = self.b.select(positive, cmp("<", cur, stop), cmp(">", cur, stop))
+        self.b.cbranch(going, body, done)
+        self.b.position_at_end(body)
+        self.b.store(cur, self.slots[s.var])
+        self.loops.append((latch, done))
+        self.stmts(s.body)
+        self.loops.pop()
+        if not self.b.block.is_terminated:
+            self.b.branch(latch)
+        self.b.position_at_end(latch)
+        self.b.store(self.b.add(self.b.load(counter), step), counter)
+        self.b.branch(head)
+        self.b.position_at_end(done)
+
+    def stmt_Break(self, s) -> None:
+        self.b.branch(self.loops[-1][1])
+
+    def stmt_Continue(self, s) -> None:
+        self.b.branch(self.loops[-1][0])
+
+    def stmt_Return(self, s) -> None:
+        self.b.branch(self.exit)
+
+    def stmt_Unsafe(self, s: ir.Unsafe) -> None:
+        self.stmts(s.body)
+
+    # ------------------------------------------------------------ memory
+    def index(self, e: ir.Expr) -> lir.Value:
+        """An index as i64 (sign- or zero-extended by its type)."""
+        v = self.expr(e)
+        ty = value_type(e.ty)
+        if v.type.width < 64:
+            return self.b.zext(v, I64T) if ty.kind == "uint" else self.b.sext(v, I64T)
+        return v
+
+    def address(self, arr: _ArrayParam, indices: list[lir.Value]) -> lir.Value:
+        offset = None
+        for idx, stride in zip(indices, arr.strides):
+            term = idx if isinstance(stride, lir.Constant) and stride.constant == 1 else self.b.mul(idx, stride)
+            offset = term if offset is None else self.b.add(offset, term)
+        mem_ty = abi_type(arr.elem)
+        return self.b.gep(arr.data, [offset], source_etype=mem_ty)
+
+    def _to_memory(self, value: lir.Value, elem: Scalar) -> lir.Value:
+        return self.b.zext(value, I8) if elem == BOOL else value
+
+    # ------------------------------------------------------------ expressions
+    def expr(self, e: ir.Expr) -> lir.Value:
+        return getattr(self, "expr_" + type(e).__name__)(e)
+
+    def expr_Const(self, e: ir.Const) -> lir.Value:
+        return llvm_type(e.ty)(int(e.value) if not e.ty.is_float else float(e.value))
+
+    def expr_Var(self, e: ir.Var) -> lir.Value:
+        return self.b.load(self.slots[e.name])
+
+    def expr_ParamRef(self, e: ir.ParamRef) -> lir.Value:
+        return self.params[e.name]
+
+    def expr_Len(self, e: ir.Len) -> lir.Value:
+        return self.params[e.param].shape[0]
+
+    def expr_Shape(self, e: ir.Shape) -> lir.Value:
+        return self.params[e.param].shape[e.axis]
+
+    def expr_Load(self, e: ir.Load) -> lir.Value:
+        arr = self.params[e.param]
+        ptr = self.address(arr, [self.index(i) for i in e.indices])
+        value = self.b.load(ptr, typ=abi_type(arr.elem), align=max(1, arr.elem.bits // 8))
+        if self.kernel_param_types[e.param].access == "read":
+            # nothing writes a read-only parameter during the launch: lets LLVM use ld.global.nc
+            value.set_metadata("invariant.load", self.module.add_metadata([]))
+        return self.b.icmp_unsigned("!=", value, I8(0)) if arr.elem == BOOL else value
+
+    def expr_ThreadIndex(self, e: ir.ThreadIndex) -> lir.Value:
+        # index_Nd() axis k: axis dims-1 runs along x (fastest), axis 0 along the slowest dimension
+        axis = e.ty.axis if isinstance(e.ty, WitnessT) else 0
+        dim = "xyz"[e.dims - 1 - axis]
+        ctaid = self.b.zext(self.sreg(f"ctaid.{dim}"), I64T)
+        ntid = self.b.zext(self.sreg(f"ntid.{dim}"), I64T)
+        tid = self.b.zext(self.sreg(f"tid.{dim}"), I64T)
+        return self.b.add(self.b.mul(ctaid, ntid, flags=["nuw"]), tid, flags=["nuw"])
+
+    def sreg(self, name: str) -> lir.Value:
+        fn_name = "llvm.nvvm.read.ptx.sreg." + name
+        fn = self._fns.get(fn_name)
+        if fn is None:
+            fn = self._fns[fn_name] = lir.Function(self.module, lir.FunctionType(I32T, []), fn_name)
+        return self.b.call(fn, [])
+
+    def expr_Intrinsic(self, e: ir.Intrinsic) -> lir.Value:
+        name = e.name
+        if "." in name:
+            group, axis = name.split(".")
+            return self.b.zext(self.sreg(f"{_SREG[group]}.{axis}"), I64T)
+        if name == "lane_id":
+            return self.b.zext(self.sreg("laneid"), I64T)
+        if name == "warp_id":
+            return self.b.lshr(self._linear_tid(), I64T(5))
+        if name == "sync_threads":
+            asm = lir.InlineAsm(lir.FunctionType(lir.VoidType(), []), "bar.sync 0;", "~{memory}", side_effect=True)
+            return self.b.call(asm, [])
+        args = [self.expr(a) for a in e.args]
+        return self.math(name, e.ty, args)
+
+    def _linear_tid(self) -> lir.Value:
+        x, y, z = (self.b.zext(self.sreg(f"tid.{d}"), I64T) for d in "xyz")
+        nx, ny = (self.b.zext(self.sreg(f"ntid.{d}"), I64T) for d in "xy")
+        return self.b.add(x, self.b.mul(nx, self.b.add(y, self.b.mul(ny, z))))
+
+    def math(self, name: str, ty: Scalar, args: list[lir.Value]) -> lir.Value:
+        t = llvm_type(ty)
+        if ty.is_int:
+            if name == "fabs":
+                return self.b.call(self.module.declare_intrinsic("llvm.abs", [t]), [args[0], I1(0)])
+            op = {("min", "int"): "llvm.smin", ("max", "int"): "llvm.smax",
+                  ("min", "uint"): "llvm.umin", ("max", "uint"): "llvm.umax"}[(name, ty.kind)]
+            return self.b.call(self.module.declare_intrinsic(op, [t]), args)
+        simple = {"sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "fma": "llvm.fma", "min": "llvm.minnum",
+                  "max": "llvm.maxnum", "floor": "llvm.floor", "ceil": "llvm.ceil"}
+        if name in simple:
+            return self.b.call(self.module.declare_intrinsic(simple[name], [t]), args)
+        if ty.bits != 32:
+            raise NotImplementedError(f"{name} of {ty}")
+        if name in _F32_ASM:
+            return self._asm_f32(_F32_ASM[name], args[0])
+        if name == "exp":   # e^x = 2^(x * log2 e)
+            scaled = self.b.fmul(args[0], lir.FloatType()(1.4426950408889634))
+            return self._asm_f32("ex2.approx.f32 $0, $1;", scaled)
+        if name == "log":   # ln x = log2 x * ln 2
+            return self.b.fmul(self._asm_f32("lg2.approx.f32 $0, $1;", args[0]), lir.FloatType()(0.6931471805599453))
+        raise NotImplementedError(name)
+
+    def _asm_f32(self, text: str, x: lir.Value) -> lir.Value:
+        f = lir.FloatType()
+        return self.b.call(lir.InlineAsm(lir.FunctionType(f, [f]), text, "=f,f"), [x])
+
+    def expr_BinOp(self, e: ir.BinOp) -> lir.Value:
+        lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
+        ty = value_type(e.ty)
+        b = self.b
+        if ty.is_float:
+            op = {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv}[e.op]
+            out = op(lhs, rhs)
+            out.flags.append("contract")   # allow fused multiply-add, as nvcc does by default
+            return out
+        signed = ty.kind == "int"
+        if e.op == "//":
+            return self._floordiv(lhs, rhs) if signed else b.udiv(lhs, rhs)
+        if e.op == "%":
+            return self._pymod(lhs, rhs) if signed else b.urem(lhs, rhs)
+        simple = {"+": b.add, "-": b.sub, "*": b.mul, "&": b.and_, "|": b.or_, "^": b.xor, "<<": b.shl,
+                  ">>": b.ashr if signed else b.lshr}
+        return simple[e.op](lhs, rhs)
+
+    def _floordiv(self, a: lir.Value, n: lir.Value) -> lir.Value:
+        # Python rounds toward -inf: adjust C's truncated quotient when signs differ and it is inexact
+        q, r = self.b.sdiv(a, n), self.b.srem(a, n)
+        zero = a.type(0)
+        inexact = self.b.icmp_signed("!=", r, zero)
+        signs_differ = self.b.icmp_signed("<", self.b.xor(r, n), zero)
+        adjust = self.b.and_(inexact, signs_differ)
+        return self.b.sub(q, self.b.zext(adjust, a.type))
+
+    def _pymod(self, a: lir.Value, n: lir.Value) -> lir.Value:
+        # Python's remainder takes the divisor's sign
+        r = self.b.srem(a, n)
+        zero = a.type(0)
+        inexact = self.b.icmp_signed("!=", r, zero)
+        signs_differ = self.b.icmp_signed("<", self.b.xor(r, n), zero)
+        return self.b.select(self.b.and_(inexact, signs_differ), self.b.add(r, n), r)
+
+    def expr_UnaryOp(self, e: ir.UnaryOp) -> lir.Value:
+        v = self.expr(e.operand)
+        if e.op == "not":
+            return self.b.not_(v)
+        if e.op == "~":
+            return self.b.not_(v)
+        return self.b.fneg(v) if value_type(e.ty).is_float else self.b.neg(v)
+
+    def expr_Compare(self, e: ir.Compare) -> lir.Value:
+        lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
+        ty = value_type(e.lhs.ty)
+        if ty.is_float:
+            # ordered comparisons are false with NaN; != is true with NaN (IEEE, as Python)
+            return self.b.fcmp_unordered("!=", lhs, rhs) if e.op == "!=" else self.b.fcmp_ordered(e.op, lhs, rhs)
+        if ty.kind == "uint" or ty == BOOL:
+            return self.b.icmp_unsigned(e.op, lhs, rhs)
+        return self.b.icmp_signed(e.op, lhs, rhs)
+
+    def expr_BoolOp(self, e: ir.BoolOp) -> lir.Value:
+        # short-circuit: `i < n and a[i] > 0` must not read a[i] when i >= n
+        done = self.fn.append_basic_block(f"{e.op}.end")
+        incoming = []
+        for k, value in enumerate(e.values):
+            v = self.expr(value)
+            if k == len(e.values) - 1:
+                incoming.append((v, self.b.block))
+                self.b.branch(done)
+                break
+            nxt = self.fn.append_basic_block(f"{e.op}.rhs")
+            incoming.append((v, self.b.block))
+            if e.op == "and":
+                self.b.cbranch(v, nxt, done)
+            else:
+                self.b.cbranch(v, done, nxt)
+            self.b.position_at_end(nxt)
+        self.b.position_at_end(done)
+        phi = self.b.phi(I1)
+        for v, bb in incoming:
+            phi.add_incoming(v, bb)
+        return phi
+
+    def expr_Select(self, e: ir.Select) -> lir.Value:
+        cond = self.expr(e.cond)
+        then_bb = self.fn.append_basic_block("sel.then")
+        else_bb = self.fn.append_basic_block("sel.else")
+        done = self.fn.append_basic_block("sel.end")
+        self.b.cbranch(cond, then_bb, else_bb)
+        self.b.position_at_end(then_bb)
+        tv, tb = self.expr(e.then), None
+        tb = self.b.block
+        self.b.branch(done)
+        self.b.position_at_end(else_bb)
+        ev = self.expr(e.orelse)
+        eb = self.b.block
+        self.b.branch(done)
+        self.b.position_at_end(done)
+        phi = self.b.phi(tv.type)
+        phi.add_incoming(tv, tb)
+        phi.add_incoming(ev, eb)
+        return phi
+
+    def expr_Cast(self, e: ir.Cast) -> lir.Value:
+        v = self.expr(e.value)
+        src, dst = value_type(e.value.ty), e.ty
+        return convert(self.b, v, src, dst)
+
+
+def convert(b: lir.IRBuilder, v: lir.Value, src: Scalar, dst: Scalar) -> lir.Value:
+    """A numeric conversion with C semantics (truncation toward zero for float->int)."""
+    if src == dst:
+        return v
+    t = llvm_type(dst)
+    if dst == BOOL:
+        return b.fcmp_unordered("!=", v, v.type(0.0)) if src.is_float else b.icmp_unsigned("!=", v, v.type(0))
+    if src == BOOL:
+        return b.uitofp(v, t) if dst.is_float else b.zext(v, t)
+    if src.is_float and dst.is_float:
+        return b.fpext(v, t) if dst.bits > src.bits else b.fptrunc(v, t)
+    if src.is_float:
+        return b.fptosi(v, t) if dst.kind == "int" else b.fptoui(v, t)
+    if dst.is_float:
+        return b.sitofp(v, t) if src.kind == "int" else b.uitofp(v, t)
+    if dst.bits > src.bits:
+        return b.sext(v, t) if src.kind == "int" else b.zext(v, t)
+    if dst.bits < src.bits:
+        return b.trunc(v, t)
+    return v

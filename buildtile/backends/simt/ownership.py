@@ -1,0 +1,86 @@
+"""Stage 2: ownership and aliasing checks over the typed IR (typed -> checked).
+
+The rules, in the spirit of Rust's borrow checker:
+
+* ``Slice``/``Tensor`` parameters are shared borrows: never written (BT0594).
+* ``DisjointSlice``/``DisjointTensor`` are split mutable borrows: a thread
+  touches only the element named by its own ThreadIndex witness (BT0499).
+  Witness locals are immutable (the typer enforces BT0384), so a ``Var`` of
+  witness type here is always the thread's own, unmodified index.
+* ``AtomicSlice`` elements change only through atomic methods (BT0594).
+"""
+
+from __future__ import annotations
+
+from buildtile.backend import KernelSource
+from buildtile.diagnostics import Diagnostic, Span
+from buildtile.backends.simt import ir
+from buildtile.backends.simt.types import SliceT, TensorT, WitnessT
+
+
+def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
+    params = {p.name: p.ty for p in kernel.params}
+    diags: list[Diagnostic] = []
+
+    def report(code, node, message, label, help):
+        diags.append(Diagnostic(code, message, Span.of(node, source.display_file, source.lines),
+                                label=label, help=help))
+
+    for stmt in ir.walk_stmts(kernel.body):
+        if isinstance(stmt, ir.Store):
+            ty = params[stmt.param]
+            if ty.access == "read":
+                report("BT0594", stmt.src, f"cannot assign to `{stmt.param}[...]`, as `{stmt.param}` is read-only",
+                       f"`{stmt.param}` is a {ty}", 
+                       f"declare `{stmt.param}` as {'DisjointSlice' if isinstance(ty, SliceT) else 'DisjointTensor'}"
+                       f"[{ty.elem}{'' if isinstance(ty, SliceT) else f', {ty.rank}'}] to write it at this thread's index")
+            elif ty.access == "atomic":
+                report("BT0594", stmt.src, f"cannot assign to `{stmt.param}[...]`: AtomicSlice elements change only through atomic operations",
+                       "plain store to an AtomicSlice", f"use `{stmt.param}.atomic_exchange(i, v)` or `{stmt.param}.atomic_add(i, v)`")
+            else:
+                _check_own_index(stmt.param, ty, stmt.indices, stmt.src, "write", report)
+    for expr in ir.walk_exprs(kernel.body):
+        if isinstance(expr, ir.Load):
+            ty = params[expr.param]
+            if ty.access == "disjoint":
+                _check_own_index(expr.param, ty, expr.indices, expr.src, "read", report)
+    return diags
+
+
+def _check_own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, report) -> None:
+    rank = ty.rank if isinstance(ty, TensorT) else 1
+    axes = []
+    for idx in indices:
+        wt = idx.ty if isinstance(idx, (ir.Var, ir.ThreadIndex)) else None
+        if not isinstance(wt, WitnessT):
+            report("BT0499", idx.src or node, f"index is not this thread's own: cannot {verb} `{name}` here",
+                   _why_not_own(idx),
+                   f"a {ty} is {verb} only at `{name}[{_own_spelling(rank)}]`, "
+                   f"with the names bound by `{_own_call(rank)}`")
+            return
+        axes.append(wt)
+    dims = {w.dims for w in axes}
+    if dims != {rank} or len({w.axis for w in axes}) != rank:
+        report("BT0499", node, f"index is not this thread's own: cannot {verb} `{name}` here",
+               f"{name} has rank {rank}, so it takes all {rank} axes of `{_own_call(rank)}` once each",
+               f"write `{name}[{_own_spelling(rank)}]`")
+
+
+def _why_not_own(idx: ir.Expr) -> str:
+    if isinstance(idx, ir.Const):
+        return "a constant index names the same element in every thread"
+    if isinstance(idx, ir.Load):
+        return "an index read from memory may repeat across threads"
+    if isinstance(idx, (ir.BinOp, ir.UnaryOp, ir.Cast)):
+        return "arithmetic on the thread index gives an index another thread may own"
+    if isinstance(idx, ir.Var):
+        return f"`{idx.name}` is a plain integer, not a ThreadIndex"
+    return "this index is not a ThreadIndex"
+
+
+def _own_call(rank: int) -> str:
+    return f"simt.index_{rank}d()"
+
+
+def _own_spelling(rank: int) -> str:
+    return {1: "i", 2: "row, col", 3: "z, y, x"}[rank]

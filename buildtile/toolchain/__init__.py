@@ -1,0 +1,1 @@
+"""The shared back half of every backend: LLVM IR -> PTX -> cubin."""

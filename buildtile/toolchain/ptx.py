@@ -1,0 +1,52 @@
+"""LLVM IR text -> PTX, through llvmlite's NVPTX backend."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import llvmlite.binding as llvm
+
+from buildtile.errors import ToolchainError
+
+#: PTX ISA 8.0 (CUDA 12.0): new enough for sm_90a, old enough for CUDA 12 drivers
+PTX_FEATURES = "+ptx80"
+_TARGET_RE = re.compile(r"^sm_(\d+)(a?)$")
+_lock = threading.Lock()   # LLVM's global state is not safe to build target machines concurrently
+_initialized = False
+
+
+def _ensure_nvptx() -> None:
+    global _initialized
+    if not _initialized:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        _initialized = True
+
+
+def target_arch(target: str) -> tuple[int, bool]:
+    m = _TARGET_RE.match(target)
+    if not m:
+        raise ToolchainError(f"`{target}` is not a GPU target", code="BT0011",
+                             help="targets are spelled sm_80, sm_90, sm_90a ...")
+    return int(m.group(1)), bool(m.group(2))
+
+
+def llvm_to_ptx(llvm_ir: str, target: str, opt_level: int = 3) -> str:
+    """Optimise ``llvm_ir`` at ``opt_level`` and emit PTX for ``target`` (``sm_XX``)."""
+    target_arch(target)
+    with _lock:
+        _ensure_nvptx()
+        try:
+            module = llvm.parse_assembly(llvm_ir)
+            module.verify()
+        except RuntimeError as exc:
+            raise ToolchainError(f"LLVM rejected the generated IR (a buildtile bug): {exc}") from None
+        machine = llvm.Target.from_triple(module.triple).create_target_machine(
+            cpu=target, features=PTX_FEATURES, opt=opt_level, codemodel="default",
+        )
+        if opt_level > 0:
+            tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+            builder = llvm.create_pass_builder(machine, tuning)
+            builder.getModulePassManager().run(module, builder)
+        return machine.emit_assembly(module)
