@@ -88,6 +88,7 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
     ptx_target = targets[0] if settings.ptx else None
     package_out = Path(out_dir) / project.package / manifest_io.MANIFEST_DIR
     # build into a fresh folder and swap it in at the end: a failed build leaves no half-written tree
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".buildtile-", dir=Path(out_dir)))
     try:
         records, timings = [], {}

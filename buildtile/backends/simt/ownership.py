@@ -55,7 +55,7 @@ def _check_own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, rep
         if not isinstance(wt, WitnessT):
             report("BT0499", idx.src or node, f"index is not this thread's own: cannot {verb} `{name}` here",
                    _why_not_own(idx),
-                   f"a {ty} is {verb} only at `{name}[{_own_spelling(rank)}]`, "
+                   f"a {ty} is {_PAST[verb]} only at `{name}[{_own_spelling(rank)}]`, "
                    f"with the names bound by `{_own_call(rank)}`")
             return
         axes.append(wt)
@@ -84,3 +84,6 @@ def _own_call(rank: int) -> str:
 
 def _own_spelling(rank: int) -> str:
     return {1: "i", 2: "row, col", 3: "z, y, x"}[rank]
+
+
+_PAST = {"write": "written", "read": "read"}

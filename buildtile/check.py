@@ -1,0 +1,50 @@
+"""``buildtile check``: every build-time check, no code generation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from buildtile.backend import CompileOptions
+from buildtile.diagnostics import Diagnostic
+from buildtile.discovery import KernelModule, find_kernels
+from buildtile.errors import CompileError
+from buildtile.plugins import backends as registered_backends
+
+
+def check_file(path: str | Path, display_root: str | Path | None = None,
+               module: str | None = None) -> tuple[int, list[Diagnostic]]:
+    """Check every kernel in one source file; returns (kernels found, diagnostics)."""
+    path = Path(path).resolve()
+    root = Path(display_root).resolve() if display_root else path.parent
+    backends = registered_backends()
+    try:
+        sources = find_kernels(KernelModule(module or path.stem, path), backends, root)
+    except CompileError as err:
+        return 0, err.diagnostics
+    diags: list[Diagnostic] = []
+    for src in sources:
+        try:
+            backends[src.kind].impl.analyze(src, CompileOptions())
+        except CompileError as err:
+            diags.extend(err.diagnostics)
+    return len(sources), diags
+
+
+def check_project(root: str | Path) -> tuple[int, list[Diagnostic]]:
+    """Check every kernel module listed in a project's ``[tool.buildtile]``."""
+    from buildtile.compiler import discover
+    from buildtile.config import load_project
+
+    project = load_project(root)
+    try:
+        sources = discover(project)
+    except CompileError as err:
+        return 0, err.diagnostics
+    backends = registered_backends()
+    diags: list[Diagnostic] = []
+    for src in sources:
+        try:
+            backends[src.kind].impl.analyze(src, CompileOptions(checks=project.settings.checks))
+        except CompileError as err:
+            diags.extend(err.diagnostics)
+    return len(sources), diags

@@ -1,0 +1,90 @@
+"""The SIMT pipeline without a GPU: example kernels -> PTX -> cubin for each target."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from buildtile.backend import CompileOptions
+from buildtile.compiler import discover
+from buildtile.config import load_project
+from buildtile.plugins import backends
+from buildtile.toolchain.nvjitlink import ptx_to_cubin
+
+EXAMPLE = Path(__file__).parent.parent / "example_project"
+OPTIONS = CompileOptions()
+
+
+def example_kernels():
+    project = load_project(EXAMPLE)
+    registry = backends()
+    return {src.name: registry[src.kind].impl.analyze(src, OPTIONS) for src in discover(project)}
+
+
+KERNELS = example_kernels()
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_example_kernel_links_to_cubin(name, target):
+    kernel = KERNELS[name]
+    ptx = backends()["simt"].impl.to_ptx(kernel, target, OPTIONS)
+    assert f".target {target}" in ptx
+    assert f".visible .entry {kernel.symbol}(" in ptx
+    cubin = ptx_to_cubin(ptx, target)
+    assert cubin[:4] == b"\x7fELF"
+    assert kernel.symbol.encode() in cubin
+
+
+def test_block_contract_becomes_reqntid():
+    ptx = backends()["simt"].impl.to_ptx(KERNELS["matadd"], "sm_90", OPTIONS)
+    assert re.search(r"\.reqntid 16, 16, 1\b", ptx)
+    ptx = backends()["simt"].impl.to_ptx(KERNELS["vecadd"], "sm_90", OPTIONS)
+    assert re.search(r"\.reqntid 256, 1, 1\b", ptx)
+
+
+def test_params_follow_abi_v1():
+    vecadd = KERNELS["vecadd"]
+    assert [(p["name"], p["kind"], p["dtype"], p["role"]) for p in vecadd.params] == [
+        ("a", "slice", "f32", "in"), ("b", "slice", "f32", "in"), ("c", "disjoint_slice", "f32", "out"),
+    ]
+    ptx = backends()["simt"].impl.to_ptx(vecadd, "sm_90", OPTIONS)
+    # pointer + length per slice: 6 parameters
+    assert len(re.findall(rf"{vecadd.symbol}_param_\d+[,\n]", ptx)) == 6
+    matadd = KERNELS["matadd"]
+    ptx = backends()["simt"].impl.to_ptx(matadd, "sm_90", OPTIONS)
+    # pointer + 2 extents + 2 strides per rank-2 tensor, three tensors
+    assert len(re.findall(rf"{matadd.symbol}_param_\d+[,\n]", ptx)) == 15
+
+
+def test_readonly_inputs_use_the_noncoherent_path():
+    ptx = backends()["simt"].impl.to_ptx(KERNELS["vecadd"], "sm_90", OPTIONS)
+    assert ptx.count("ld.global.nc") == 2
+    assert "st.global" in ptx
+
+
+def test_disjoint_write_is_bounds_guarded():
+    # the store must be skipped for an index past the output's length
+    llvm_ir = backends()["simt"].impl.llvm_ir(KERNELS["saxpy"], OPTIONS)
+    assert re.search(r"icmp ult i64 %\"?[\w.]+\"?, %\"out\.len\"", llvm_ir)
+
+
+def test_requires_become_expression_trees():
+    reqs = KERNELS["vecadd"].contract["requires"]
+    assert reqs[0] == {"text": "len(a) == len(c)", "expr": {
+        "op": "cmp", "fn": "==", "lhs": {"op": "len", "param": "a"}, "rhs": {"op": "len", "param": "c"}}}
+    assert KERNELS["matadd"].contract["index_dims"] == 2
+
+
+def test_weak_literal_takes_type_of_the_variable_it_meets():
+    # `acc = 0.0` meets f64 data later, so the accumulator is f64 throughout
+    assert KERNELS["polyval_abs"].ir.locals["acc"].name == "f64"
+    assert KERNELS["collatz_steps"].ir.locals["n"].name == "i64"
+    assert KERNELS["collatz_steps"].ir.locals["steps"].name == "i32"
+
+
+def test_floor_division_and_modulo_follow_python_for_negative_operands():
+    llvm_ir = backends()["simt"].impl.llvm_ir(KERNELS["collatz_steps"], OPTIONS)
+    assert "srem" in llvm_ir and "sdiv" in llvm_ir

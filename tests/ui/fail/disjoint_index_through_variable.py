@@ -1,0 +1,10 @@
+# expect: BT0499 10:7
+from buildtile import simt
+from buildtile.types import AtomicSlice, DisjointSlice, DisjointTensor, Slice, Tensor, f32, f64, i32, i64, u32
+
+
+@simt.kernel(block=256)
+def k(c: DisjointSlice[f32]):
+    i = simt.index_1d()
+    j = i * 2
+    c[j] = 1.0

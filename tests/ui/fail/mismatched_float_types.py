@@ -1,0 +1,10 @@
+# expect: BT0308 10:16
+from buildtile import simt
+from buildtile.types import AtomicSlice, DisjointSlice, DisjointTensor, Slice, Tensor, f32, f64, i32, i64, u32
+
+
+@simt.kernel(block=256)
+def k(a: Slice[f32], b: Slice[f64], c: DisjointSlice[f32]):
+    i = simt.index_1d()
+    if i < len(c):
+        c[i] = a[i] + b[i]

@@ -1,0 +1,10 @@
+# expect: BT0499 9:11
+from buildtile import simt
+from buildtile.types import AtomicSlice, DisjointSlice, DisjointTensor, Slice, Tensor, f32, f64, i32, i64, u32
+
+
+@simt.kernel(block=256)
+def k(c: DisjointSlice[f32]):
+    i = simt.index_1d()
+    x = c[i - 1]
+    c[i] = x

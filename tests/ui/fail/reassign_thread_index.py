@@ -1,0 +1,10 @@
+# expect: BT0384 9:5
+from buildtile import simt
+from buildtile.types import AtomicSlice, DisjointSlice, DisjointTensor, Slice, Tensor, f32, f64, i32, i64, u32
+
+
+@simt.kernel(block=256)
+def k(c: DisjointSlice[f32]):
+    i = simt.index_1d()
+    i = i + 1
+    c[i] = 1.0

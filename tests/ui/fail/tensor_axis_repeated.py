@@ -1,0 +1,9 @@
+# expect: BT0499 9:5
+from buildtile import simt
+from buildtile.types import AtomicSlice, DisjointSlice, DisjointTensor, Slice, Tensor, f32, f64, i32, i64, u32
+
+
+@simt.kernel(block=(16, 16))
+def k(a: Tensor[f32, 2], c: DisjointTensor[f32, 2]):
+    row, col = simt.index_2d()
+    c[row, row] = a[row, col]
