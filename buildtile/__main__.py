@@ -1,0 +1,5 @@
+import sys
+
+from buildtile.cli import main
+
+sys.exit(main())

@@ -1,0 +1,82 @@
+"""The ``buildtile`` command: check, build, inspect, doctor."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from buildtile.diagnostics import render_all
+from buildtile.errors import BuildtileError
+
+
+def cmd_check(args) -> int:
+    from buildtile.check import check_file, check_project
+
+    path = Path(args.path)
+    if path.is_dir():
+        found, diags = check_project(path)
+    elif path.suffix == ".py" and path.is_file():
+        found, diags = check_file(path, Path.cwd())
+    else:
+        raise BuildtileError(f"{path} is neither a project folder nor a Python file", code="BT0010")
+    if diags:
+        print(render_all(diags), file=sys.stderr)
+        return 1
+    print(f"checked {found} kernel{'s' if found != 1 else ''}: no errors")
+    return 0
+
+
+def cmd_build(args) -> int:
+    """Compile in place, next to the package's sources (for development)."""
+    from buildtile.compiler import compile_project
+    from buildtile.config import load_project
+    from buildtile.discovery import source_roots
+
+    project = load_project(args.path)
+    root = next((r for r in source_roots(project.root) if (r / project.package).is_dir()), project.root)
+    manifest = compile_project(project, root, log=print)
+    print(f"compiled {len(manifest['kernels'])} kernels for {', '.join(manifest['targets'])} "
+          f"into {root / project.package / '_buildtile'}")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from buildtile.inspect import describe
+
+    print(describe(args.target, as_json=args.json))
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from buildtile.doctor import run_doctor
+
+    return run_doctor()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="buildtile", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("check", help="run every build-time check without compiling")
+    p.add_argument("path", nargs="?", default=".")
+    p.set_defaults(func=cmd_check)
+    p = sub.add_parser("build", help="compile a project's kernels in place")
+    p.add_argument("path", nargs="?", default=".")
+    p.set_defaults(func=cmd_build)
+    p = sub.add_parser("inspect", help="list the kernels, targets and sizes of a wheel or package")
+    p.add_argument("target")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_inspect)
+    p = sub.add_parser("doctor", help="check the GPU, driver, nvJitLink, LLVM and C toolchain")
+    p.set_defaults(func=cmd_doctor)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except BuildtileError as err:
+        print(err, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

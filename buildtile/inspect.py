@@ -1,0 +1,65 @@
+"""``buildtile inspect``: what a wheel or an installed package carries."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import zipfile
+from pathlib import Path
+
+from buildtile.errors import BuildtileError
+from buildtile.interop import manifest as manifest_io
+
+
+def load_manifest(target: str) -> tuple[dict, dict[str, int]]:
+    """The manifest of a wheel file, a package folder or an importable package, with file sizes."""
+    path = Path(target)
+    if path.suffix == ".whl" and path.is_file():
+        with zipfile.ZipFile(path) as wheel:
+            names = [n for n in wheel.namelist() if n.endswith(f"/{manifest_io.MANIFEST_DIR}/{manifest_io.MANIFEST_NAME}")]
+            if not names:
+                raise BuildtileError(f"{path} carries no buildtile manifest", code="BT0620")
+            data = json.loads(wheel.read(names[0]))
+            base = names[0].rsplit("/", 1)[0]
+            sizes = {i.filename[len(base) + 1:]: i.file_size for i in wheel.infolist() if i.filename.startswith(base + "/")}
+    else:
+        if not path.is_dir():
+            spec = importlib.util.find_spec(target)
+            if spec is None or not spec.submodule_search_locations:
+                raise BuildtileError(f"`{target}` is not a wheel, a package folder or an importable package", code="BT0620")
+            path = Path(next(iter(spec.submodule_search_locations)))
+        data = manifest_io.load(manifest_io.manifest_path(path))
+        base_dir = path / manifest_io.MANIFEST_DIR
+        sizes = {str(p.relative_to(base_dir)): p.stat().st_size for p in base_dir.rglob("*") if p.is_file()}
+    manifest_io.check_versions(data, target)
+    return data, sizes
+
+
+def describe(target: str, as_json: bool = False) -> str:
+    data, sizes = load_manifest(target)
+    if as_json:
+        return json.dumps({"manifest": data, "sizes": sizes}, indent=2, sort_keys=True)
+    out = [f"package {data['package']}  (buildtile {data['buildtile_version']}, ABI v{data['abi_version']})",
+           f"targets: {', '.join(data['targets'])}" + (f"; PTX for {data['ptx_target']}" if data.get("ptx_target") else "")]
+    for k in data["kernels"]:
+        params = ", ".join(f"{p['name']}: {_spell(p)}" for p in k["params"])
+        block = k["contract"].get("block")
+        out.append(f"\n{k['module']}.{k['name']}({params})  [{k['kind']}, block={tuple(block) if block else 'none (unsafe_launch only)'}]")
+        for key, art in sorted(k["artifacts"].items()):
+            out.append(f"    {key:<6} {art['kind']:<5} {sizes.get(art['path'], art.get('size', 0)):>8} bytes  sha256 {art['sha256'][:12]}")
+    libs = [n for n in sizes if n.startswith("lib/")]
+    if libs:
+        out.append("\nC ABI: " + ", ".join(f"{n} ({sizes[n]} bytes)" for n in libs))
+    return "\n".join(out)
+
+
+_SPELL = {"slice": "Slice", "disjoint_slice": "DisjointSlice", "atomic_slice": "AtomicSlice",
+          "tensor": "Tensor", "disjoint_tensor": "DisjointTensor"}
+
+
+def _spell(p: dict) -> str:
+    if p["kind"] == "scalar":
+        return p["dtype"]
+    if p["kind"] in ("tensor", "disjoint_tensor"):
+        return f"{_SPELL[p['kind']]}[{p['dtype']}, {p['rank']}]"
+    return f"{_SPELL[p['kind']]}[{p['dtype']}]"

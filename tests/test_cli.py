@@ -1,0 +1,51 @@
+"""The `buildtile` command line: check, build, inspect, doctor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from buildtile.cli import main
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_check_clean_project_exits_zero(capsys):
+    assert main(["check", str(ROOT / "example_project")]) == 0
+    assert "checked 5 kernels: no errors" in capsys.readouterr().out
+
+
+def test_check_bad_kernel_exits_one_with_rustc_style_diagnostic(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["check", "tests/ui/fail/disjoint_shifted_index.py"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error[BT0499]: index is not this thread's own")
+    assert "--> tests/ui/fail/disjoint_shifted_index.py:10:11" in err
+    assert "Traceback" not in err
+
+
+def test_check_missing_path_is_a_clean_error(capsys):
+    assert main(["check", "/nonexistent/kernels.py"]) == 1
+    assert capsys.readouterr().err.startswith("error[BT0010]")
+
+
+def test_build_in_place_then_inspect(tmp_path, capsys):
+    import shutil
+
+    project = tmp_path / "example_project"
+    shutil.copytree(ROOT / "example_project", project, ignore=shutil.ignore_patterns("build", "cpp"))
+    text = (project / "pyproject.toml").read_text().replace("enabled = true", "enabled = false")
+    (project / "pyproject.toml").write_text(text.replace('targets = ["sm_80", "sm_90"]', 'targets = ["sm_90"]'))
+    assert main(["build", str(project)]) == 0
+    assert (project / "example_kernels/_buildtile/manifest.json").is_file()
+    capsys.readouterr()
+    assert main(["inspect", str(project / "example_kernels")]) == 0
+    out = capsys.readouterr().out
+    assert "example_kernels.ops.vecadd(a: Slice[f32], b: Slice[f32], c: DisjointSlice[f32])" in out
+    assert "sm_90  cubin" in out and "ptx    ptx" in out
+
+
+def test_doctor_reports_each_tool(capsys):
+    main(["doctor"])
+    out = capsys.readouterr().out
+    for name in ("LLVM", "nvJitLink", "GPU", "C compiler", "CMake"):
+        assert f"] {name}:" in out
