@@ -18,8 +18,8 @@ from buildtile.discovery import resolve_dotted
 from buildtile.diagnostics import Diagnostic, Span
 from buildtile.backends.simt import ir
 from buildtile.backends.simt.types import (
-    BOOL, F32, F64, I64, SCALARS, Scalar, ShapeT, SliceT, TensorT, Weak, WEAK_FLOAT,
-    WEAK_INT, WitnessT, WitnessTupleT, value_type,
+    BOOL, F32, F64, I32, I64, SCALARS, U32, Scalar, ShapeT, SharedT, SliceT, TensorT, Weak,
+    WEAK_FLOAT, WEAK_INT, WitnessT, WitnessTupleT, value_type,
 )
 
 SIMT_MODULE = "buildtile.simt"
@@ -162,6 +162,7 @@ class _KernelTyper:
         self.loop_depth = 0
         self.unsafe_depth = 0
         self.index_dims: set[int] = set()
+        self.shared: dict[str, ir.Param] = {}
 
     # ------------------------------------------------------------ reporting
     def error(self, code: str, node: ast.AST, message: str, label: str = "", help: str = "") -> None:
@@ -201,7 +202,8 @@ class _KernelTyper:
                             "each is unique per thread only for a launch of its own dimension")
         local_types = {name: self._final_type(loc.ty) for name, loc in self.locals.items()}
         self._finalize(body)
-        return ir.KernelIR(fn.name, params, local_types, body, max(self.index_dims, default=0))
+        return ir.KernelIR(fn.name, params, local_types, body, max(self.index_dims, default=0),
+                           shared={name: p.ty for name, p in self.shared.items()})
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: list[ast.stmt]) -> list[ir.Stmt]:
@@ -227,7 +229,7 @@ class _KernelTyper:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return None  # docstring
         value = self.expr(node.value)
-        if not isinstance(value, ir.Intrinsic):
+        if not isinstance(value, (ir.Intrinsic, ir.AtomicOp)):
             self.fail("BT0200", node, "expression statement has no effect",
                       help="assign the value to a variable or a disjoint output")
         return ir.ExprStmt(value=value, src=node)
@@ -290,6 +292,13 @@ class _KernelTyper:
         if name in self.consts or name in self.ns:
             self.fail("BT0308", target, f"cannot assign to `{name}`: it names a module-level constant or import",
                       help="use a different local name")
+        if isinstance(value.ty, SharedT):
+            if name in self.locals or name in self.shared:
+                self.fail("BT0384", target, f"cannot bind `{name}` twice", help="each shared array gets its own name")
+            self.shared[name] = ir.Param(name, value.ty, target)
+            return ir.SharedDecl(name=name, ty=value.ty, src=node)
+        if name in self.shared:
+            self.fail("BT0384", target, f"cannot assign to shared array `{name}`", help=f"write its elements: `{name}[k] = ...`")
         if isinstance(value.ty, (SliceT, TensorT, ShapeT, WitnessTupleT)):
             self.fail("BT0308", node, f"`{name}` cannot hold a value of type {value.ty}",
                       help="index the parameter directly, or unpack index_Nd() into names")
@@ -541,10 +550,13 @@ class _KernelTyper:
         return ir.Load(param.ty.elem, param=param.name, indices=indices, src=node)
 
     def subscript_parts(self, node: ast.Subscript) -> tuple[ir.Param, list[ir.Expr]]:
-        if not (isinstance(node.value, ast.Name) and node.value.id in self.params):
-            self.fail("BT0308", node.value, "only slice and tensor parameters can be indexed",
+        if isinstance(node.value, ast.Name) and node.value.id in self.shared:
+            param = self.shared[node.value.id]
+        elif isinstance(node.value, ast.Name) and node.value.id in self.params:
+            param = self.params[node.value.id]
+        else:
+            self.fail("BT0308", node.value, "only slice and tensor parameters and shared arrays can be indexed",
                       help="index a parameter directly: `a[i]`, `m[row, col]`")
-        param = self.params[node.value.id]
         if isinstance(param.ty, Scalar):
             self.type_mismatch(node.value, f"`{param.name}`", "a slice or tensor", param.ty)
         index_nodes = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -569,6 +581,8 @@ class _KernelTyper:
             self.fail("BT0200", node, "keyword arguments are not supported in kernel calls")
         func = node.func
         dotted = resolve_dotted(func, self.ns)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.params:
+            return self.call_method(node, self.params[func.value.id], func.attr)
         if isinstance(func, ast.Name) and func.id == "len" and "len" not in self.ns:
             return self.call_len(node)
         if isinstance(func, ast.Name) and func.id in ("min", "max", "abs") and func.id not in self.ns:
@@ -596,6 +610,8 @@ class _KernelTyper:
                   help="kernels call casts (f32(x)), len(), math functions and simt intrinsics")
 
     def call_len(self, node: ast.Call):
+        if len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id in self.shared:
+            return ir.Const(I64, value=self.shared[node.args[0].id].ty.size, src=node)
         if len(node.args) != 1 or not (isinstance(node.args[0], ast.Name) and node.args[0].id in self.params):
             self.fail("BT0308", node, "`len()` takes one slice or tensor parameter")
         param = self.params[node.args[0].id]
@@ -623,6 +639,27 @@ class _KernelTyper:
         args = [self.coerce(a, ty, n) for a, n in zip(args, node.args)]
         return ir.Intrinsic(ty, name=name, args=args, src=node)
 
+    def call_method(self, node: ast.Call, param: ir.Param, method: str):
+        ops = {"atomic_add": ("add", 1), "atomic_min": ("min", 1), "atomic_max": ("max", 1),
+               "atomic_exchange": ("exchange", 1), "atomic_cas": ("cas", 2)}
+        if not (isinstance(param.ty, SliceT) and param.ty.access == "atomic") or method not in ops:
+            self.fail("BT0425", node.func, f"no method `{method}` on `{param.name}` ({param.ty})",
+                      help="atomic_add/min/max/exchange/cas are methods of AtomicSlice parameters")
+        op, nargs = ops[method]
+        if len(node.args) != 1 + nargs:
+            self.fail("BT0308", node, f"`{method}` takes an index and {nargs} value{'s' if nargs > 1 else ''}")
+        elem = param.ty.elem
+        if op in ("min", "max", "cas") and not elem.is_int:
+            self.fail("BT0308", node, f"`{method}` is defined for integer elements, not {elem}")
+        if elem.bits < 32 or elem == BOOL:
+            self.fail("BT0308", node, f"atomics on {elem} elements are not supported", help="use 32- or 64-bit elements")
+        index = self.expr(node.args[0])
+        if not _is_intlike(index.ty):
+            self.type_mismatch(node.args[0], "an index", "an integer", index.ty)
+        index = self.coerce(index, I64, node.args[0]) if isinstance(index.ty, Weak) else index
+        args = [self.coerce(self.expr(a), elem, a) for a in node.args[1:]]
+        return ir.AtomicOp(elem, param=param.name, op=op, index=index, args=args, src=node)
+
     def call_simt(self, node: ast.Call, name: str):
         if name in ("index_1d", "index_2d", "index_3d"):
             if node.args:
@@ -637,6 +674,32 @@ class _KernelTyper:
             return ir.Intrinsic(Scalar("void", 0, "void"), name="sync_threads", src=node)
         if name in ("lane_id", "warp_id"):
             return ir.Intrinsic(I64, name=name, src=node)
+        if name == "shared_array":
+            if len(node.args) != 2:
+                self.fail("BT0308", node, "`simt.shared_array(T, n)` takes an element type and a constant length")
+            elem = _scalar_of(node.args[0], self.ns)
+            size = fold_constant(node.args[1], self.consts)
+            if elem is None or elem == BOOL:
+                self.fail("BT0308", node.args[0], "shared arrays hold numeric scalars (f32, i32, ...)")
+            if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+                self.fail("BT0308", node.args[1], "the length of a shared array is a positive constant")
+            if size * elem.bits // 8 > 48 * 1024:
+                self.fail("BT0600", node, f"{size} x {elem} is more than the 48 KiB of static shared memory a block has")
+            return ir.Intrinsic(SharedT(elem, size), name="shared_array", src=node)
+        if name in ("shfl_down", "shfl_xor", "shfl_idx"):
+            if len(node.args) != 2:
+                self.fail("BT0308", node, f"`simt.{name}(value, {'lane' if name == 'shfl_idx' else 'offset'})` takes 2 arguments")
+            value = self.defaulted(self.expr(node.args[0]))
+            vt = value_type(value.ty)
+            if not isinstance(vt, Scalar) or vt.bits not in (32, 64) or vt == BOOL:
+                self.type_mismatch(node.args[0], f"`{name}`", "a 32- or 64-bit number", vt)
+            lane = self.coerce(self.expr(node.args[1]), I32, node.args[1])
+            return ir.Intrinsic(vt, name=name, args=[value, lane], src=node)
+        if name in ("ballot", "any", "all"):
+            if len(node.args) != 1:
+                self.fail("BT0308", node, f"`simt.{name}(predicate)` takes 1 argument")
+            pred = self.condition(node.args[0])
+            return ir.Intrinsic(U32 if name == "ballot" else BOOL, name=f"vote_{name}", args=[pred], src=node)
         self.fail("BT0200", node, f"`simt.{name}` is not supported yet in this version of the SIMT backend")
 
     # ------------------------------------------------------------ typing helpers

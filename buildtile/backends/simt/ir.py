@@ -104,6 +104,16 @@ class Load(Expr):
     indices: list[Expr] = field(default_factory=list)
 
 
+@dataclass(eq=False)
+class AtomicOp(Expr):
+    """``p.atomic_add(i, v)`` and friends on an AtomicSlice; gives the old value."""
+
+    param: str = ""
+    op: str = "add"        # add, min, max, exchange, cas
+    index: Expr = None
+    args: list[Expr] = field(default_factory=list)
+
+
 # ---------------------------------------------------------------- statements
 
 
@@ -169,6 +179,14 @@ class Return(Stmt):
 
 
 @dataclass(eq=False)
+class SharedDecl(Stmt):
+    """``buf = simt.shared_array(T, n)``."""
+
+    name: str = ""
+    ty: Any = None
+
+
+@dataclass(eq=False)
 class Unsafe(Stmt):
     body: list[Stmt] = field(default_factory=list)
 
@@ -187,6 +205,7 @@ class KernelIR:
     locals: dict[str, Any]          # local name -> type
     body: list[Stmt]
     index_dims: int                 # N of the index_Nd() used, 0 when none
+    shared: dict[str, Any] = field(default_factory=dict)   # shared array name -> SharedT
 
 
 def walk_exprs(node):

@@ -115,6 +115,16 @@ class _Lowering:
                 shape = [next(args) for _ in range(p.ty.rank)]
                 strides = [next(args) for _ in range(p.ty.rank)]
                 self.params[p.name] = _ArrayParam(data, shape, strides, p.ty.elem)
+        for name, ty in self.kernel.shared.items():
+            buf = lir.GlobalVariable(self.module, lir.ArrayType(abi_type(ty.elem), ty.size), f"{self.symbol}.{name}", addrspace=3)
+            buf.linkage = "internal"
+            buf.initializer = lir.Constant(buf.value_type, lir.Undefined)
+            buf.align = 16
+            # seen through an untyped shared-space pointer, a shared array indexes like a slice
+            # (llvmlite types globals with typed pointers; the int round trip folds away in LLVM)
+            as_int = self.alloca_builder.ptrtoint(buf, I64T)
+            data = self.alloca_builder.inttoptr(as_int, lir.PointerType(addrspace=3), name=name)
+            self.params[name] = _ArrayParam(data, [I64T(ty.size)], [I64T(1)], ty.elem)
         for name, ty in self.kernel.locals.items():
             slot_ty = I64T if isinstance(ty, WitnessT) else llvm_type(ty)
             self.slots[name] = self.alloca_builder.alloca(slot_ty, name=name)
@@ -152,7 +162,7 @@ class _Lowering:
     def stmt_Assign(self, s: ir.Assign) -> None:
         self.b.store(self.expr(s.value), self.slots[s.name])
 
-    def stmt_ExprStmt(self, s: ir.ExprStmt) -> None:
+    def stmt_ExprStmt(self, s: ir.ExprStmt) -> None:  # noqa: D102
         self.expr(s.value)
 
     def stmt_Store(self, s: ir.Store) -> None:
@@ -242,6 +252,9 @@ class _Lowering:
     def stmt_Return(self, s) -> None:
         self.b.branch(self.exit)
 
+    def stmt_SharedDecl(self, s: ir.SharedDecl) -> None:
+        pass  # the buffer is a module-level variable in shared memory, made in run()
+
     def stmt_Unsafe(self, s: ir.Unsafe) -> None:
         self.stmts(s.body)
 
@@ -288,7 +301,7 @@ class _Lowering:
         arr = self.params[e.param]
         ptr = self.address(arr, [self.index(i) for i in e.indices])
         value = self.b.load(ptr, typ=abi_type(arr.elem), align=max(1, arr.elem.bits // 8))
-        if self.kernel_param_types[e.param].access == "read":
+        if getattr(self.kernel_param_types.get(e.param), "access", None) == "read":
             # nothing writes a read-only parameter during the launch: lets LLVM use ld.global.nc
             value.set_metadata("invariant.load", self.module.add_metadata([]))
         return self.b.icmp_unsigned("!=", value, I8(0)) if arr.elem == BOOL else value
@@ -322,7 +335,67 @@ class _Lowering:
             asm = lir.InlineAsm(lir.FunctionType(lir.VoidType(), []), "bar.sync 0;", "~{memory}", side_effect=True)
             return self.b.call(asm, [])
         args = [self.expr(a) for a in e.args]
+        if name.startswith("shfl_"):
+            return self.shuffle(name[5:], e.ty, args[0], args[1])
+        if name.startswith("vote_"):
+            return self.vote(name[5:], args[0])
         return self.math(name, e.ty, args)
+
+    def shuffle(self, mode: str, ty: Scalar, value: lir.Value, lane: lir.Value) -> lir.Value:
+        # all 32 lanes take part; clamp 0x1f as CUDA's __shfl_*_sync with width 32
+        text = f"shfl.sync.{mode}.b32 $0, $1, $2, 0x1f, 0xffffffff;"
+        if ty.bits == 32:
+            as_int = value if ty.is_int else self.b.bitcast(value, I32T)
+            out = self.b.call(lir.InlineAsm(lir.FunctionType(I32T, [I32T, I32T]), text, "=r,r,r", side_effect=True), [as_int, lane])
+            return out if ty.is_int else self.b.bitcast(out, llvm_type(ty))
+        # 64-bit values move as two 32-bit halves
+        as_int = value if ty.is_int else self.b.bitcast(value, I64T)
+        lo = self.b.trunc(as_int, I32T)
+        hi = self.b.trunc(self.b.lshr(as_int, I64T(32)), I32T)
+        asm = lir.InlineAsm(lir.FunctionType(I32T, [I32T, I32T]), text, "=r,r,r", side_effect=True)
+        lo, hi = self.b.call(asm, [lo, lane]), self.b.call(asm, [hi, lane])
+        joined = self.b.or_(self.b.zext(lo, I64T), self.b.shl(self.b.zext(hi, I64T), I64T(32)))
+        return joined if ty.is_int else self.b.bitcast(joined, llvm_type(ty))
+
+    def vote(self, mode: str, pred: lir.Value) -> lir.Value:
+        if mode == "ballot":
+            text = "{ .reg .pred p; setp.ne.u32 p, $1, 0; vote.sync.ballot.b32 $0, p, 0xffffffff; }"
+        else:
+            text = f"{{ .reg .pred p, q; setp.ne.u32 p, $1, 0; vote.sync.{mode}.pred q, p, 0xffffffff; selp.u32 $0, 1, 0, q; }}"
+        out = self.b.call(lir.InlineAsm(lir.FunctionType(I32T, [I32T]), text, "=r,r", side_effect=True),
+                          [self.b.zext(pred, I32T)])
+        return out if mode == "ballot" else self.b.icmp_unsigned("!=", out, I32T(0))
+
+    def expr_AtomicOp(self, e: ir.AtomicOp) -> lir.Value:
+        # any index is allowed, but one past the end is skipped (the result is then 0), never a fault
+        arr = self.params[e.param]
+        idx = self.index(e.index)
+        args = [self.expr(a) for a in e.args]
+        elem_ty = llvm_type(arr.elem)
+        start = self.b.block
+        in_range = self.b.icmp_unsigned("<", idx, arr.shape[0])
+        do = self.fn.append_basic_block("atomic")
+        done = self.fn.append_basic_block("atomic.end")
+        self.b.cbranch(in_range, do, done)
+        self.b.position_at_end(do)
+        ptr = self.address(arr, [idx])
+        if e.op == "cas":
+            pair = self.b.cmpxchg(ptr, args[0], args[1], "monotonic", "monotonic")
+            old = self.b.extract_value(pair, 0)
+        else:
+            if arr.elem.is_float:
+                op = {"add": "fadd", "exchange": "xchg"}[e.op]
+            else:
+                signed = arr.elem.kind == "int"
+                op = {"add": "add", "exchange": "xchg", "min": "min" if signed else "umin",
+                      "max": "max" if signed else "umax"}[e.op]
+            old = self.b.atomic_rmw(op, ptr, args[0], "monotonic")
+        self.b.branch(done)
+        self.b.position_at_end(done)
+        phi = self.b.phi(elem_ty)
+        phi.add_incoming(old, do)
+        phi.add_incoming(elem_ty(0.0 if arr.elem.is_float else 0), start)
+        return phi
 
     def _linear_tid(self) -> lir.Value:
         x, y, z = (self.b.zext(self.sreg(f"tid.{d}"), I64T) for d in "xyz")

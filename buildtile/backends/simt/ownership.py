@@ -20,30 +20,54 @@ from buildtile.backends.simt.types import SliceT, TensorT, WitnessT
 
 def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
     params = {p.name: p.ty for p in kernel.params}
+    params.update(kernel.shared)
     diags: list[Diagnostic] = []
 
     def report(code, node, message, label, help):
         diags.append(Diagnostic(code, message, Span.of(node, source.display_file, source.lines),
                                 label=label, help=help))
 
-    for stmt in ir.walk_stmts(kernel.body):
-        if isinstance(stmt, ir.Store):
-            ty = params[stmt.param]
-            if ty.access == "read":
-                report("BT0594", stmt.src, f"cannot assign to `{stmt.param}[...]`, as `{stmt.param}` is read-only",
-                       f"`{stmt.param}` is a {ty}", 
-                       f"declare `{stmt.param}` as {'DisjointSlice' if isinstance(ty, SliceT) else 'DisjointTensor'}"
-                       f"[{ty.elem}{'' if isinstance(ty, SliceT) else f', {ty.rank}'}] to write it at this thread's index")
-            elif ty.access == "atomic":
-                report("BT0594", stmt.src, f"cannot assign to `{stmt.param}[...]`: AtomicSlice elements change only through atomic operations",
-                       "plain store to an AtomicSlice", f"use `{stmt.param}.atomic_exchange(i, v)` or `{stmt.param}.atomic_add(i, v)`")
-            else:
-                _check_own_index(stmt.param, ty, stmt.indices, stmt.src, "write", report)
-    for expr in ir.walk_exprs(kernel.body):
-        if isinstance(expr, ir.Load):
-            ty = params[expr.param]
-            if ty.access == "disjoint":
-                _check_own_index(expr.param, ty, expr.indices, expr.src, "read", report)
+    def outside_unsafe(node, what: str) -> None:
+        report("BT0133", node, f"{what} requires unsafe",
+               "shared memory is outside the safety proof",
+               "wrap the code that declares and uses shared memory in `with simt.unsafe():`")
+
+    def visit(stmts: list[ir.Stmt], unsafe: bool) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, ir.Unsafe):
+                visit(stmt.body, True)
+                continue
+            if isinstance(stmt, ir.SharedDecl) and not unsafe:
+                outside_unsafe(stmt.src, "declaring shared memory")
+            if isinstance(stmt, ir.Store):
+                ty = params[stmt.param]
+                if ty.access == "shared":
+                    if not unsafe:
+                        outside_unsafe(stmt.src, f"writing shared array `{stmt.param}`")
+                elif ty.access == "read":
+                    report("BT0594", stmt.src, f"cannot assign to `{stmt.param}[...]`, as `{stmt.param}` is read-only",
+                           f"`{stmt.param}` is a {ty}",
+                           f"declare `{stmt.param}` as {'DisjointSlice' if isinstance(ty, SliceT) else 'DisjointTensor'}"
+                           f"[{ty.elem}{'' if isinstance(ty, SliceT) else f', {ty.rank}'}] to write it at this thread's index")
+                elif ty.access == "atomic":
+                    report("BT0594", stmt.src, f"cannot assign to `{stmt.param}[...]`: AtomicSlice elements change only through atomic operations",
+                           "plain store to an AtomicSlice", f"use `{stmt.param}.atomic_exchange(i, v)` or `{stmt.param}.atomic_add(i, v)`")
+                else:
+                    _check_own_index(stmt.param, ty, stmt.indices, stmt.src, "write", report)
+            own_exprs = [v for v in vars(stmt).values()
+                         if isinstance(v, ir.Expr) or (isinstance(v, list) and v and isinstance(v[0], ir.Expr))]
+            for expr in ir.walk_exprs(own_exprs):
+                if isinstance(expr, ir.Load):
+                    ty = params[expr.param]
+                    if ty.access == "disjoint":
+                        _check_own_index(expr.param, ty, expr.indices, expr.src, "read", report)
+                    elif ty.access == "shared" and not unsafe:
+                        outside_unsafe(expr.src, f"reading shared array `{expr.param}`")
+            for value in vars(stmt).values():
+                if isinstance(value, list) and value and isinstance(value[0], ir.Stmt):
+                    visit(value, unsafe)
+
+    visit(kernel.body, False)
     return diags
 
 

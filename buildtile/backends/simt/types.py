@@ -111,6 +111,19 @@ class ShapeT:
     rank: int
 
 
+@dataclass(frozen=True)
+class SharedT:
+    """``simt.shared_array(T, n)``: block-shared memory, usable only inside ``simt.unsafe()``."""
+
+    elem: Scalar
+    size: int
+    access: str = "shared"
+    rank: int = 1
+
+    def __str__(self) -> str:
+        return f"SharedArray[{self.elem}, {self.size}]"
+
+
 VOID = Scalar("void", 0, "void")
 
 
