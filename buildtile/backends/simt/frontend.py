@@ -19,7 +19,7 @@ from buildtile.diagnostics import Diagnostic, Span
 from buildtile.backends.simt import ir
 from buildtile.backends.simt.types import (
     BOOL, F32, F64, I32, I64, SCALARS, U32, Scalar, ShapeT, SharedT, SliceT, TensorT, Weak,
-    WEAK_FLOAT, WEAK_INT, WitnessT, WitnessTupleT, value_type,
+    VOID, WEAK_FLOAT, WEAK_INT, WitnessT, WitnessTupleT, value_type,
 )
 
 SIMT_MODULE = "buildtile.simt"
@@ -68,14 +68,54 @@ class _Local:
 
 def build_typed_ir(source: KernelSource) -> tuple[ir.KernelIR | None, list[Diagnostic]]:
     """Type a kernel; returns its IR (None on errors) and its diagnostics."""
+    table = _DeviceFunctions(source)
+    kernel, diags = _type_until_settled(lambda refined: _KernelTyper(source, refined, table))
+    diags = table.diagnostics + diags
+    if diags:
+        return None, diags
+    kernel.functions = dict(table.typed)
+    return kernel, diags
+
+
+def _type_until_settled(make_typer):
     refined: dict[str, Scalar] = {}
     for _ in range(8):
-        builder = _KernelTyper(source, refined)
-        kernel = builder.run()
-        if builder.diagnostics or not builder.refinements:
-            return (None if builder.diagnostics else kernel), builder.diagnostics
-        refined.update(builder.refinements)
-    return kernel, builder.diagnostics
+        typer = make_typer(refined)
+        result = typer.run()
+        if typer.diagnostics or not typer.refinements:
+            break
+        refined.update(typer.refinements)
+    return result, typer.diagnostics
+
+
+class _DeviceFunctions:
+    """The module's ``@simt.device`` functions, typed on first call, once per kernel."""
+
+    def __init__(self, source: KernelSource) -> None:
+        self.source = source
+        self.defs = {
+            stmt.name: stmt for stmt in source.module_ast.body
+            if isinstance(stmt, ast.FunctionDef)
+            and any(resolve_dotted(d, source.namespace) == SIMT_MODULE + ".device" for d in stmt.decorator_list)
+        }
+        self.typed: dict[str, ir.FunctionIR] = {}
+        self.failed: set[str] = set()
+        self.in_progress: list[str] = []
+        self.diagnostics: list[Diagnostic] = []
+
+    def signature(self, name: str) -> ir.FunctionIR | None:
+        """The typed function, or None if it has errors (already reported)."""
+        if name in self.typed:
+            return self.typed[name]
+        if name in self.failed:
+            return None
+        fn, diags = _type_until_settled(lambda refined: _KernelTyper(self.source, refined, self, device_fn=self.defs[name]))
+        if diags:
+            self.failed.add(name)
+            self.diagnostics.extend(diags)
+            return None
+        self.typed[name] = fn
+        return fn
 
 
 def module_constants(module_ast: ast.Module) -> dict[str, int | float | bool]:
@@ -150,8 +190,14 @@ def _scalar_of(node: ast.AST, namespace: dict[str, str]) -> Scalar | None:
 
 
 class _KernelTyper:
-    def __init__(self, source: KernelSource, refined: dict[str, Scalar]) -> None:
+    """Types one kernel, or with ``device_fn`` one ``@simt.device`` function."""
+
+    def __init__(self, source: KernelSource, refined: dict[str, Scalar], functions: _DeviceFunctions,
+                 device_fn: ast.FunctionDef | None = None) -> None:
         self.src = source
+        self.functions = functions
+        self.device_fn = device_fn
+        self.ret = None
         self.ns = source.namespace
         self.consts = module_constants(source.module_ast)
         self.refined = refined
@@ -175,6 +221,8 @@ class _KernelTyper:
 
     # ------------------------------------------------------------ kernel
     def run(self) -> ir.KernelIR:
+        if self.device_fn is not None:
+            return self.run_device_function()
         fn = self.src.node
         args = fn.args
         if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
@@ -205,6 +253,36 @@ class _KernelTyper:
         return ir.KernelIR(fn.name, params, local_types, body, max(self.index_dims, default=0),
                            shared={name: p.ty for name, p in self.shared.items()})
 
+    def run_device_function(self) -> ir.FunctionIR:
+        fn = self.device_fn
+        args = fn.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+            self.error("BT0200", fn, "device functions take plain positional parameters only")
+        params = []
+        for a in args.args:
+            ty = _scalar_of(a.annotation, self.ns) if a.annotation is not None else None
+            if ty is None:
+                self.error("BT0308", a.annotation or a, f"parameter `{a.arg}` of device function `{fn.name}` needs a scalar type",
+                           help="device functions take scalars (f32, i64, ...); index arrays in the kernel and pass values")
+                continue
+            p = ir.Param(a.arg, ty, a)
+            self.params[a.arg] = p
+            params.append(p)
+        if fn.returns is None or (isinstance(fn.returns, ast.Constant) and fn.returns.value is None):
+            self.ret = VOID
+        else:
+            self.ret = _scalar_of(fn.returns, self.ns)
+            if self.ret is None:
+                self.error("BT0308", fn.returns, f"device function `{fn.name}` must return a scalar type")
+                self.ret = VOID
+        body = self.block(fn.body)
+        if self.ret != VOID and not (body and isinstance(body[-1], ir.Return)):
+            self.error("BT0308", fn, f"device function `{fn.name}` must end with `return <{self.ret}>`",
+                       help="every path of a function with a result returns a value")
+        local_types = {name: self._final_type(loc.ty) for name, loc in self.locals.items()}
+        self._finalize(body)
+        return ir.FunctionIR(fn.name, params, local_types, body, self.ret)
+
     # ------------------------------------------------------------ statements
     def block(self, stmts: list[ast.stmt]) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
@@ -229,7 +307,7 @@ class _KernelTyper:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return None  # docstring
         value = self.expr(node.value)
-        if not isinstance(value, (ir.Intrinsic, ir.AtomicOp)):
+        if not isinstance(value, (ir.Intrinsic, ir.AtomicOp, ir.Call)):
             self.fail("BT0200", node, "expression statement has no effect",
                       help="assign the value to a variable or a disjoint output")
         return ir.ExprStmt(value=value, src=node)
@@ -302,7 +380,7 @@ class _KernelTyper:
         if isinstance(value.ty, (SliceT, TensorT, ShapeT, WitnessTupleT)):
             self.fail("BT0308", node, f"`{name}` cannot hold a value of type {value.ty}",
                       help="index the parameter directly, or unpack index_Nd() into names")
-        if value.ty == Scalar("void", 0, "void"):
+        if value.ty == VOID:
             self.fail("BT0308", node, "this call returns nothing")
         local = self.locals.get(name)
         if local is None:
@@ -397,6 +475,15 @@ class _KernelTyper:
         return ir.Continue(src=node)
 
     def stmt_Return(self, node: ast.Return):
+        if self.device_fn is not None:
+            if self.ret == VOID:
+                if node.value is not None:
+                    self.fail("BT0308", node.value, f"device function `{self.device_fn.name}` returns nothing",
+                              help="annotate its result type, e.g. `-> f32`")
+                return ir.Return(src=node)
+            if node.value is None:
+                self.fail("BT0308", node, f"device function `{self.device_fn.name}` returns {self.ret}")
+            return ir.Return(value=self.coerce(self.expr(node.value), self.ret, node.value), src=node)
         if node.value is not None:
             self.fail("BT0308", node.value, "kernels return nothing",
                       help="write results into a DisjointSlice or DisjointTensor parameter")
@@ -601,13 +688,31 @@ class _KernelTyper:
             return self.call_math(node, dotted[5:])
         if dotted and dotted.startswith(SIMT_MODULE + "."):
             return self.call_simt(node, dotted[len(SIMT_MODULE) + 1:])
+        if isinstance(func, ast.Name) and func.id in self.functions.defs and func.id not in self.locals:
+            return self.call_device(node, func.id)
         if isinstance(func, ast.Name) and any(
             isinstance(s, ast.FunctionDef) and s.name == func.id for s in self.src.module_ast.body
         ):
-            self.fail("BT0200", node, f"calls of `{func.id}` are not supported yet",
-                      help="device helper functions (`@simt.device`) come in a later version; inline the code")
+            self.fail("BT0425", node.func, f"`{func.id}` is not a device function",
+                      help=f"decorate it with `@simt.device` to call it from kernels")
         self.fail("BT0425", func, f"cannot find function `{ast.unparse(func)}` for kernels",
                   help="kernels call casts (f32(x)), len(), math functions and simt intrinsics")
+
+    def call_device(self, node: ast.Call, name: str):
+        if name in self.functions.in_progress or (self.device_fn is not None and self.device_fn.name == name):
+            self.fail("BT0200", node, f"recursive call of `{name}`", help="device functions cannot recurse; write a loop")
+        self.functions.in_progress.append(name)
+        try:
+            fn = self.functions.signature(name)
+        finally:
+            self.functions.in_progress.pop()
+        if fn is None:
+            raise _Abort  # its own diagnostics are reported
+        if len(node.args) != len(fn.params):
+            self.fail("BT0308", node, f"`{name}` takes {len(fn.params)} argument{'s' if len(fn.params) != 1 else ''}, "
+                      f"{len(node.args)} given")
+        args = [self.coerce(self.expr(a), p.ty, a) for a, p in zip(node.args, fn.params)]
+        return ir.Call(fn.ret, func=name, args=args, src=node)
 
     def call_len(self, node: ast.Call):
         if len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id in self.shared:
@@ -671,10 +776,12 @@ class _KernelTyper:
         if name == "sync_threads":
             if node.args:
                 self.fail("BT0308", node, "`simt.sync_threads()` takes no arguments")
-            return ir.Intrinsic(Scalar("void", 0, "void"), name="sync_threads", src=node)
+            return ir.Intrinsic(VOID, name="sync_threads", src=node)
         if name in ("lane_id", "warp_id"):
             return ir.Intrinsic(I64, name=name, src=node)
         if name == "shared_array":
+            if self.device_fn is not None:
+                self.fail("BT0200", node, "shared arrays are declared in kernels, not in device functions")
             if len(node.args) != 2:
                 self.fail("BT0308", node, "`simt.shared_array(T, n)` takes an element type and a constant length")
             elem = _scalar_of(node.args[0], self.ns)

@@ -105,6 +105,14 @@ class Load(Expr):
 
 
 @dataclass(eq=False)
+class Call(Expr):
+    """A call of a ``@simt.device`` function."""
+
+    func: str = ""
+    args: list[Expr] = field(default_factory=list)
+
+
+@dataclass(eq=False)
 class AtomicOp(Expr):
     """``p.atomic_add(i, v)`` and friends on an AtomicSlice; gives the old value."""
 
@@ -175,7 +183,7 @@ class Continue(Stmt):
 
 @dataclass(eq=False)
 class Return(Stmt):
-    pass
+    value: Expr | None = None   # only device functions return values
 
 
 @dataclass(eq=False)
@@ -199,6 +207,17 @@ class Param:
 
 
 @dataclass
+class FunctionIR:
+    """A ``@simt.device`` function: scalar parameters, a scalar (or no) result."""
+
+    name: str
+    params: list[Param]
+    locals: dict[str, Any]
+    body: list[Stmt]
+    ret: Any                        # a Scalar, or VOID
+
+
+@dataclass
 class KernelIR:
     name: str
     params: list[Param]
@@ -206,6 +225,7 @@ class KernelIR:
     body: list[Stmt]
     index_dims: int                 # N of the index_Nd() used, 0 when none
     shared: dict[str, Any] = field(default_factory=dict)   # shared array name -> SharedT
+    functions: dict[str, FunctionIR] = field(default_factory=dict)  # device functions it calls
 
 
 def walk_exprs(node):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import llvmlite.ir as lir
 
 from buildtile.backends.simt import ir
-from buildtile.backends.simt.types import BOOL, I64, Scalar, SliceT, TensorT, WitnessT, value_type
+from buildtile.backends.simt.types import BOOL, I64, VOID, Scalar, SliceT, TensorT, WitnessT, value_type
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATALAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
@@ -56,24 +56,73 @@ _F32_ASM = {
 
 def lower_to_llvm(kernel: ir.KernelIR, symbol: str, contract: dict) -> str:
     """LLVM IR text of one kernel, named ``symbol``, with its launch contract."""
-    return _Lowering(kernel, symbol, contract).run()
+    module = lir.Module(name=symbol)
+    module.triple = TRIPLE
+    module.data_layout = DATALAYOUT
+    # device functions: internal and always inlined, declared first so that calls resolve in any order
+    device_fns = {}
+    for name, fn_ir in kernel.functions.items():
+        ret = lir.VoidType() if fn_ir.ret == VOID else llvm_type(fn_ir.ret)
+        llvm_fn = lir.Function(module, lir.FunctionType(ret, [llvm_type(p.ty) for p in fn_ir.params]), f"{symbol}.{name}")
+        llvm_fn.linkage = "internal"
+        llvm_fn.attributes.add("alwaysinline")
+        device_fns[name] = llvm_fn
+    for name, fn_ir in kernel.functions.items():
+        _Lowering(fn_ir, symbol, contract, module, device_fns).run_device(device_fns[name])
+    return _Lowering(kernel, symbol, contract, module, device_fns).run()
 
 
 class _Lowering:
-    def __init__(self, kernel: ir.KernelIR, symbol: str, contract: dict) -> None:
-        self.kernel = kernel
+    def __init__(self, kernel, symbol: str, contract: dict, module: lir.Module,
+                 device_fns: dict[str, lir.Function]) -> None:
+        self.kernel = kernel          # a KernelIR, or a FunctionIR for run_device
         self.symbol = symbol
         self.contract = contract
-        self.module = lir.Module(name=symbol)
-        self.module.triple = TRIPLE
-        self.module.data_layout = DATALAYOUT
+        self.module = module
+        self.device_fns = device_fns
+        self.ret_slot = None
         self.params: dict[str, object] = {}
         self.slots: dict[str, lir.Value] = {}
         self.loops: list[tuple[lir.Block, lir.Block]] = []   # (continue target, break target)
-        self._fns: dict[str, lir.Function] = {}
         self.kernel_param_types = {p.name: p.ty for p in kernel.params}
 
     # ------------------------------------------------------------ structure
+    def _open_body(self, fn: lir.Function) -> None:
+        self.fn = fn
+        entry = fn.append_basic_block("entry")
+        body = fn.append_basic_block("body")
+        # every stack slot lives in the entry block (so mem2reg promotes it), before its branch
+        self.alloca_builder = lir.IRBuilder(entry)
+        self.alloca_builder.position_before(self.alloca_builder.branch(body))
+        self.b = lir.IRBuilder(body)
+        self.exit = fn.append_basic_block("exit")
+
+    def _alloc_locals(self) -> None:
+        for name, ty in self.kernel.locals.items():
+            slot_ty = I64T if isinstance(ty, WitnessT) else llvm_type(ty)
+            self.slots[name] = self.alloca_builder.alloca(slot_ty, name=name)
+
+    def _close_body(self) -> None:
+        if not self.b.block.is_terminated:
+            self.b.branch(self.exit)
+
+    def run_device(self, fn: lir.Function) -> None:
+        self._open_body(fn)
+        exit_b = lir.IRBuilder(self.exit)
+        if self.kernel.ret == VOID:
+            exit_b.ret_void()
+        else:
+            # a path that falls off the end is rejected by the typer; the zero only keeps LLVM's verifier happy
+            self.ret_slot = self.alloca_builder.alloca(llvm_type(self.kernel.ret), name="result")
+            self.alloca_builder.store(llvm_type(self.kernel.ret)(0), self.ret_slot)
+            exit_b.ret(exit_b.load(self.ret_slot))
+        for p, arg in zip(self.kernel.params, fn.args):
+            arg.name = p.name
+            self.params[p.name] = arg
+        self._alloc_locals()
+        self.stmts(self.kernel.body)
+        self._close_body()
+
     def run(self) -> str:
         arg_types, arg_names = [], []
         for p in self.kernel.params:
@@ -91,14 +140,7 @@ class _Lowering:
         fn.calling_convention = "ptx_kernel"
         for arg, name in zip(fn.args, arg_names):
             arg.name = name
-        self.fn = fn
-        entry = fn.append_basic_block("entry")
-        body = fn.append_basic_block("body")
-        # every stack slot lives in the entry block (so mem2reg promotes it), before its branch
-        self.alloca_builder = lir.IRBuilder(entry)
-        self.alloca_builder.position_before(self.alloca_builder.branch(body))
-        self.b = lir.IRBuilder(body)
-        self.exit = fn.append_basic_block("exit")
+        self._open_body(fn)
         lir.IRBuilder(self.exit).ret_void()
 
         args = iter(fn.args)
@@ -125,13 +167,9 @@ class _Lowering:
             as_int = self.alloca_builder.ptrtoint(buf, I64T)
             data = self.alloca_builder.inttoptr(as_int, lir.PointerType(addrspace=3), name=name)
             self.params[name] = _ArrayParam(data, [I64T(ty.size)], [I64T(1)], ty.elem)
-        for name, ty in self.kernel.locals.items():
-            slot_ty = I64T if isinstance(ty, WitnessT) else llvm_type(ty)
-            self.slots[name] = self.alloca_builder.alloca(slot_ty, name=name)
-
+        self._alloc_locals()
         self.stmts(self.kernel.body)
-        if not self.b.block.is_terminated:
-            self.b.branch(self.exit)
+        self._close_body()
         self._annotate()
         return str(self.module)
 
@@ -249,8 +287,13 @@ class _Lowering:
     def stmt_Continue(self, s) -> None:
         self.b.branch(self.loops[-1][0])
 
-    def stmt_Return(self, s) -> None:
+    def stmt_Return(self, s: ir.Return) -> None:
+        if s.value is not None:
+            self.b.store(self.expr(s.value), self.ret_slot)
         self.b.branch(self.exit)
+
+    def expr_Call(self, e: ir.Call) -> lir.Value:
+        return self.b.call(self.device_fns[e.func], [self.expr(a) for a in e.args])
 
     def stmt_SharedDecl(self, s: ir.SharedDecl) -> None:
         pass  # the buffer is a module-level variable in shared memory, made in run()
@@ -315,11 +358,19 @@ class _Lowering:
         tid = self.b.zext(self.sreg(f"tid.{dim}"), I64T)
         return self.b.add(self.b.mul(ctaid, ntid, flags=["nuw"]), tid, flags=["nuw"])
 
+    def intrinsic(self, name: str, ret: lir.Type, args: list[lir.Type]) -> lir.Function:
+        """An overloaded LLVM intrinsic for one type, declared once per module (``llvm.fma.f32``)."""
+        full = f"{name}.{_type_suffix(ret)}"
+        fn = self.module.globals.get(full)
+        if fn is None:
+            fn = lir.Function(self.module, lir.FunctionType(ret, args), full)
+        return fn
+
     def sreg(self, name: str) -> lir.Value:
         fn_name = "llvm.nvvm.read.ptx.sreg." + name
-        fn = self._fns.get(fn_name)
+        fn = self.module.globals.get(fn_name)
         if fn is None:
-            fn = self._fns[fn_name] = lir.Function(self.module, lir.FunctionType(I32T, []), fn_name)
+            fn = lir.Function(self.module, lir.FunctionType(I32T, []), fn_name)
         return self.b.call(fn, [])
 
     def expr_Intrinsic(self, e: ir.Intrinsic) -> lir.Value:
@@ -406,14 +457,14 @@ class _Lowering:
         t = llvm_type(ty)
         if ty.is_int:
             if name == "fabs":
-                return self.b.call(self.module.declare_intrinsic("llvm.abs", [t]), [args[0], I1(0)])
+                return self.b.call(self.intrinsic("llvm.abs", t, [t, I1]), [args[0], I1(0)])
             op = {("min", "int"): "llvm.smin", ("max", "int"): "llvm.smax",
                   ("min", "uint"): "llvm.umin", ("max", "uint"): "llvm.umax"}[(name, ty.kind)]
-            return self.b.call(self.module.declare_intrinsic(op, [t]), args)
+            return self.b.call(self.intrinsic(op, t, [t] * len(args)), args)
         simple = {"sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "fma": "llvm.fma", "min": "llvm.minnum",
                   "max": "llvm.maxnum", "floor": "llvm.floor", "ceil": "llvm.ceil"}
         if name in simple:
-            return self.b.call(self.module.declare_intrinsic(simple[name], [t]), args)
+            return self.b.call(self.intrinsic(simple[name], t, [t] * len(args)), args)
         if ty.bits != 32:
             raise NotImplementedError(f"{name} of {ty}")
         if name in _F32_ASM:
@@ -529,6 +580,12 @@ class _Lowering:
         v = self.expr(e.value)
         src, dst = value_type(e.value.ty), e.ty
         return convert(self.b, v, src, dst)
+
+
+def _type_suffix(t: lir.Type) -> str:
+    if isinstance(t, lir.IntType):
+        return f"i{t.width}"
+    return {lir.FloatType(): "f32", lir.DoubleType(): "f64", lir.HalfType(): "f16"}[t]
 
 
 def convert(b: lir.IRBuilder, v: lir.Value, src: Scalar, dst: Scalar) -> lir.Value:
