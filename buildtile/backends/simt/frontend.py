@@ -550,13 +550,12 @@ class _KernelTyper:
         vt = ty.default if isinstance(ty, Weak) else ty
         if vt == BOOL and op not in ("&", "|", "^"):
             self.type_mismatch(node, f"operator `{op}`", "numbers", ty)
-        if op in ("&", "|", "^", "<<", ">>", "//", "%") and vt.is_float and op not in ("//", "%"):
+        if op in ("&", "|", "^", "<<", ">>") and vt.is_float:
             self.type_mismatch(node, f"operator `{op}`", "integers", ty)
         if op == "/" and not vt.is_float:
-            self.fail("BT0308", node, f"true division `/` of integers ({ty}) is not supported yet",
-                      help="use `//` for floor division, or cast to a float type first")
-        if op in ("//", "%") and vt.is_float:
-            self.fail("BT0308", node, f"`{op}` of floats is not supported yet", help="use math.floor(a / b)")
+            # Python: true division of integers gives a float (a double)
+            lhs, rhs = (ir.Cast(F64, value=self.defaulted(v), src=v.src) for v in (lhs, rhs))
+            return ir.BinOp(F64, op="/", lhs=lhs, rhs=rhs, src=node)
         return ir.BinOp(ty, op=op, lhs=lhs, rhs=rhs, src=node)
 
     def expr_UnaryOp(self, node: ast.UnaryOp):
@@ -739,8 +738,6 @@ class _KernelTyper:
             ty = F32 if name not in INT_MATH and name != "fabs" else ty.default
         if not ty.is_float and not (ty.is_int and name in INT_MATH | {"fabs"}):
             self.type_mismatch(node, f"`{name}`", "floats", ty)
-        if ty.bits < 32 and ty.is_float:
-            self.fail("BT0308", node, f"`{name}` of {ty} is not supported yet", help="cast to f32 first")
         args = [self.coerce(a, ty, n) for a, n in zip(args, node.args)]
         return ir.Intrinsic(ty, name=name, args=args, src=node)
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import llvmlite.ir as lir
 
 from buildtile.backends.simt import ir
-from buildtile.backends.simt.types import BOOL, I64, VOID, Scalar, SliceT, TensorT, WitnessT, value_type
+import struct
+
+from buildtile.backends.simt.types import BF16, BOOL, F16, F32, VOID, Scalar, SliceT, TensorT, WitnessT, value_type
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATALAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
@@ -24,16 +26,57 @@ I1, I8, I32T, I64T = lir.IntType(1), lir.IntType(8), lir.IntType(32), lir.IntTyp
 
 
 def llvm_type(ty: Scalar) -> lir.Type:
+    """The register type of a value. f16 and bf16 values live in f32 registers and are
+    rounded to their own precision after every operation (``round_half``)."""
     if ty == BOOL:
         return I1
     if ty.is_int:
         return lir.IntType(ty.bits)
-    return {16: lir.HalfType(), 32: lir.FloatType(), 64: lir.DoubleType()}[ty.bits]
+    return lir.DoubleType() if ty.bits == 64 else lir.FloatType()
 
 
 def abi_type(ty: Scalar) -> lir.Type:
-    """How a scalar crosses the kernel ABI: bool as one byte."""
-    return I8 if ty == BOOL else llvm_type(ty)
+    """How a scalar is stored and crosses the kernel ABI: bool as one byte, bf16 as its 16 bits."""
+    if ty == BOOL:
+        return I8
+    if ty == F16:
+        return lir.HalfType()
+    if ty == BF16:
+        return lir.IntType(16)
+    return llvm_type(ty)
+
+
+def from_memory(b: lir.IRBuilder, value: lir.Value, ty: Scalar) -> lir.Value:
+    """A stored value (``abi_type``) as a register value (``llvm_type``)."""
+    if ty == BOOL:
+        return b.icmp_unsigned("!=", value, I8(0))
+    if ty == F16:
+        return b.fpext(value, lir.FloatType())
+    if ty == BF16:   # bf16 is the high half of an f32
+        return b.bitcast(b.shl(b.zext(value, I32T), I32T(16)), lir.FloatType())
+    return value
+
+
+def to_memory(b: lir.IRBuilder, value: lir.Value, ty: Scalar) -> lir.Value:
+    """A register value as stored (``abi_type``), rounding to nearest even."""
+    if ty == BOOL:
+        return b.zext(value, I8)
+    if ty == F16:
+        return b.fptrunc(value, lir.HalfType())
+    if ty == BF16:
+        bits = b.bitcast(value, I32T)
+        lsb = b.and_(b.lshr(bits, I32T(16)), I32T(1))
+        rounded = b.lshr(b.add(bits, b.add(I32T(0x7FFF), lsb)), I32T(16))
+        is_nan = b.fcmp_unordered("uno", value, value)
+        return b.trunc(b.select(is_nan, I32T(0x7FC0), rounded), lir.IntType(16))
+    return value
+
+
+def round_half(b: lir.IRBuilder, value: lir.Value, ty: Scalar) -> lir.Value:
+    """Round an f32 register value to f16/bf16 precision (no-op for other types)."""
+    if ty in (F16, BF16):
+        return from_memory(b, to_memory(b, value, ty), ty)
+    return value
 
 
 @dataclass
@@ -147,7 +190,7 @@ class _Lowering:
         for p in self.kernel.params:
             if isinstance(p.ty, Scalar):
                 raw = next(args)
-                self.params[p.name] = self.b.icmp_unsigned("!=", raw, I8(0)) if p.ty == BOOL else raw
+                self.params[p.name] = from_memory(self.b, raw, p.ty)
                 continue
             data = next(args)
             data.add_attribute("noalias")
@@ -213,7 +256,7 @@ class _Lowering:
             in_range = ok if in_range is None else self.b.and_(in_range, ok)
         value = self.expr(s.value)
         with self.b.if_then(in_range, likely=True):
-            self.b.store(self._to_memory(value, arr.elem), self.address(arr, indices), align=max(1, arr.elem.bits // 8))
+            self.b.store(to_memory(self.b, value, arr.elem), self.address(arr, indices), align=max(1, arr.elem.bits // 8))
 
     def stmt_If(self, s: ir.If) -> None:
         cond = self.expr(s.cond)
@@ -318,14 +361,15 @@ class _Lowering:
         mem_ty = abi_type(arr.elem)
         return self.b.gep(arr.data, [offset], source_etype=mem_ty)
 
-    def _to_memory(self, value: lir.Value, elem: Scalar) -> lir.Value:
-        return self.b.zext(value, I8) if elem == BOOL else value
-
     # ------------------------------------------------------------ expressions
     def expr(self, e: ir.Expr) -> lir.Value:
         return getattr(self, "expr_" + type(e).__name__)(e)
 
     def expr_Const(self, e: ir.Const) -> lir.Value:
+        if e.ty == F16:
+            return lir.FloatType()(struct.unpack("<e", struct.pack("<e", e.value))[0])
+        if e.ty == BF16:
+            return lir.FloatType()(_bf16_round(float(e.value)))
         return llvm_type(e.ty)(int(e.value) if not e.ty.is_float else float(e.value))
 
     def expr_Var(self, e: ir.Var) -> lir.Value:
@@ -347,7 +391,7 @@ class _Lowering:
         if getattr(self.kernel_param_types.get(e.param), "access", None) == "read":
             # nothing writes a read-only parameter during the launch: lets LLVM use ld.global.nc
             value.set_metadata("invariant.load", self.module.add_metadata([]))
-        return self.b.icmp_unsigned("!=", value, I8(0)) if arr.elem == BOOL else value
+        return from_memory(self.b, value, arr.elem)
 
     def expr_ThreadIndex(self, e: ir.ThreadIndex) -> lir.Value:
         # index_Nd() axis k: axis dims-1 runs along x (fastest), axis 0 along the slowest dimension
@@ -390,7 +434,7 @@ class _Lowering:
             return self.shuffle(name[5:], e.ty, args[0], args[1])
         if name.startswith("vote_"):
             return self.vote(name[5:], args[0])
-        return self.math(name, e.ty, args)
+        return round_half(self.b, self.math(name, e.ty, args), e.ty)
 
     def shuffle(self, mode: str, ty: Scalar, value: lir.Value, lane: lir.Value) -> lir.Value:
         # all 32 lanes take part; clamp 0x1f as CUDA's __shfl_*_sync with width 32
@@ -484,11 +528,17 @@ class _Lowering:
         lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
         ty = value_type(e.ty)
         b = self.b
+        if ty.is_float and e.op in ("//", "%"):
+            # Python: a // b = floor(a / b); a % b = a - b * floor(a / b), with the sign of b
+            floor = self.intrinsic("llvm.floor", lhs.type, [lhs.type])
+            q = b.call(floor, [b.fdiv(lhs, rhs)])
+            out = q if e.op == "//" else b.fsub(lhs, b.fmul(rhs, q))
+            return round_half(b, out, ty)
         if ty.is_float:
             op = {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv}[e.op]
             out = op(lhs, rhs)
             out.flags.append("contract")   # allow fused multiply-add, as nvcc does by default
-            return out
+            return round_half(b, out, ty)
         signed = ty.kind == "int"
         if e.op == "//":
             return self._floordiv(lhs, rhs) if signed else b.udiv(lhs, rhs)
@@ -592,6 +642,10 @@ def convert(b: lir.IRBuilder, v: lir.Value, src: Scalar, dst: Scalar) -> lir.Val
     """A numeric conversion with C semantics (truncation toward zero for float->int)."""
     if src == dst:
         return v
+    if src in (F16, BF16):      # already an f32 register value
+        src = F32
+    if dst in (F16, BF16):
+        return round_half(b, convert(b, v, src, F32), dst)
     t = llvm_type(dst)
     if dst == BOOL:
         return b.fcmp_unordered("!=", v, v.type(0.0)) if src.is_float else b.icmp_unsigned("!=", v, v.type(0))
@@ -608,3 +662,10 @@ def convert(b: lir.IRBuilder, v: lir.Value, src: Scalar, dst: Scalar) -> lir.Val
     if dst.bits < src.bits:
         return b.trunc(v, t)
     return v
+
+
+def _bf16_round(x: float) -> float:
+    """``x`` rounded to bf16 (nearest even), as the f32 value it stands for."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]

@@ -47,3 +47,13 @@ def casts_and_ints(n: i32, out: DisjointSlice[i32]):
         for j in range(0, LIMIT, 3):
             acc = acc + j
         out[i] = q * r + i32(acc % 7) - i32(f32(n) * 0.25)
+
+
+@simt.kernel(block=128, requires=["len(out) == len(x)"])
+def python_division(x: Slice[f32], out: DisjointSlice[f32], n: i64):
+    i = simt.index_1d()
+    if i < len(out):
+        ratio = i / n                   # true division of integers is a float (f64), as in Python
+        wrapped = x[i] % 3.0            # float modulo takes the divisor's sign
+        steps = x[i] // 0.25
+        out[i] = f32(ratio) + wrapped + steps
