@@ -8,6 +8,7 @@ import threading
 import llvmlite.binding as llvm
 
 from buildtile.errors import ToolchainError
+from buildtile.toolchain.libdevice import link_libdevice
 
 #: PTX ISA 8.0 (CUDA 12.0): new enough for sm_90a, old enough for CUDA 12 drivers
 PTX_FEATURES = "+ptx80"
@@ -42,6 +43,8 @@ def llvm_to_ptx(llvm_ir: str, target: str, opt_level: int = 3) -> str:
             module.verify()
         except RuntimeError as exc:
             raise ToolchainError(f"LLVM rejected the generated IR (a buildtile bug): {exc}") from None
+        if "@__nv_" in llvm_ir:
+            link_libdevice(module, keep={fn.name for fn in module.functions if not fn.is_declaration})
         machine = llvm.Target.from_triple(module.triple).create_target_machine(
             cpu=target, features=PTX_FEATURES, opt=opt_level, codemodel="default",
         )

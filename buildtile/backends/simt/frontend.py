@@ -45,10 +45,13 @@ _FOLD = {
     "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
 }
 
-#: math functions: name -> number of arguments
+#: math functions: name -> number of arguments (libdevice-backed where LLVM has no intrinsic)
 MATH_FUNCTIONS = {
-    "sqrt": 1, "fabs": 1, "fma": 3, "min": 2, "max": 2, "floor": 1, "ceil": 1,
-    "exp": 1, "log": 1, "sin": 1, "cos": 1, "tanh": 1,
+    "sqrt": 1, "rsqrt": 1, "fabs": 1, "fma": 3, "min": 2, "max": 2, "floor": 1, "ceil": 1,
+    "trunc": 1, "round": 1, "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1,
+    "log1p": 1, "pow": 2, "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1,
+    "atan2": 2, "sinh": 1, "cosh": 1, "tanh": 1, "erf": 1, "erfc": 1, "cbrt": 1, "hypot": 2,
+    "copysign": 2,
 }
 #: the subset of math functions defined for integers too
 INT_MATH = {"min", "max"}

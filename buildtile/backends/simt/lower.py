@@ -89,12 +89,12 @@ class _ArrayParam:
 
 _SREG = {"thread_idx": "tid", "block_idx": "ctaid", "block_dim": "ntid", "grid_dim": "nctaid"}
 
-#: approximate PTX math for f32 (exp/log through base 2)
-_F32_ASM = {
-    "sin": "sin.approx.f32 $0, $1;",
-    "cos": "cos.approx.f32 $0, $1;",
-    "tanh": "tanh.approx.f32 $0, $1;",
-}
+#: math functions with an LLVM intrinsic; the rest call libdevice (``__nv_<name>[f]``)
+_LLVM_MATH = {"sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "fma": "llvm.fma", "min": "llvm.minnum",
+              "max": "llvm.maxnum", "floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc",
+              "copysign": "llvm.copysign"}
+#: our names whose libdevice names differ (Python's round() rounds half to even, as rint)
+_LIBDEVICE_NAME = {"round": "rint"}
 
 
 def lower_to_llvm(kernel: ir.KernelIR, symbol: str, contract: dict) -> str:
@@ -505,24 +505,14 @@ class _Lowering:
             op = {("min", "int"): "llvm.smin", ("max", "int"): "llvm.smax",
                   ("min", "uint"): "llvm.umin", ("max", "uint"): "llvm.umax"}[(name, ty.kind)]
             return self.b.call(self.intrinsic(op, t, [t] * len(args)), args)
-        simple = {"sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "fma": "llvm.fma", "min": "llvm.minnum",
-                  "max": "llvm.maxnum", "floor": "llvm.floor", "ceil": "llvm.ceil"}
-        if name in simple:
-            return self.b.call(self.intrinsic(simple[name], t, [t] * len(args)), args)
-        if ty.bits != 32:
-            raise NotImplementedError(f"{name} of {ty}")
-        if name in _F32_ASM:
-            return self._asm_f32(_F32_ASM[name], args[0])
-        if name == "exp":   # e^x = 2^(x * log2 e)
-            scaled = self.b.fmul(args[0], lir.FloatType()(1.4426950408889634))
-            return self._asm_f32("ex2.approx.f32 $0, $1;", scaled)
-        if name == "log":   # ln x = log2 x * ln 2
-            return self.b.fmul(self._asm_f32("lg2.approx.f32 $0, $1;", args[0]), lir.FloatType()(0.6931471805599453))
-        raise NotImplementedError(name)
-
-    def _asm_f32(self, text: str, x: lir.Value) -> lir.Value:
-        f = lir.FloatType()
-        return self.b.call(lir.InlineAsm(lir.FunctionType(f, [f]), text, "=f,f"), [x])
+        if name in _LLVM_MATH:
+            return self.b.call(self.intrinsic(_LLVM_MATH[name], t, [t] * len(args)), args)
+        base = _LIBDEVICE_NAME.get(name, name)
+        fn_name = f"__nv_{base}f" if ty.bits <= 32 else f"__nv_{base}"
+        fn = self.module.globals.get(fn_name)
+        if fn is None:
+            fn = lir.Function(self.module, lir.FunctionType(t, [t] * len(args)), fn_name)
+        return self.b.call(fn, args)
 
     def expr_BinOp(self, e: ir.BinOp) -> lir.Value:
         lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
