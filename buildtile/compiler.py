@@ -115,6 +115,7 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
                 "name": k.source.name, "module": k.source.module, "symbol": k.symbol, "kind": k.source.kind,
                 "source": {"file": k.source.display_file, "line": k.source.node.lineno},
                 "params": k.params, "contract": k.contract, "artifacts": artifacts,
+                **({"bounds_sites": k.extra["bounds_sites"]} if "bounds_sites" in k.extra else {}),
             })
         manifest = {
             "manifest_version": manifest_io.MANIFEST_VERSION, "abi_version": ABI_VERSION,

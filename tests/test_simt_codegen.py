@@ -88,3 +88,20 @@ def test_weak_literal_takes_type_of_the_variable_it_meets():
 def test_floor_division_and_modulo_follow_python_for_negative_operands():
     llvm_ir = backends()["simt"].impl.llvm_ir(KERNELS["collatz_steps"], OPTIONS)
     assert "srem" in llvm_ir and "sdiv" in llvm_ir
+
+
+def test_debug_build_bounds_checks_reads_and_release_does_not():
+    registry = backends()
+    project = load_project(EXAMPLE)
+    src = next(s for s in discover(project) if s.name == "vecadd")
+    debug = CompileOptions(checks="debug")
+    kernel = registry["simt"].impl.analyze(src, debug)
+    sites = kernel.extra["bounds_sites"]
+    assert [(s["param"], s["line"], s["text"]) for s in sites] == [
+        ("a", src.node.lineno + 4, "a[i]"), ("b", src.node.lineno + 4, "b[i]")]
+    debug_ptx = registry["simt"].impl.to_ptx(kernel, "sm_90", debug)
+    release_ptx = registry["simt"].impl.to_ptx(KERNELS["vecadd"], "sm_90", OPTIONS)
+    assert re.search(r"\.visible \.global .*__buildtile_bounds", debug_ptx)
+    assert "__buildtile_bounds" not in release_ptx
+    assert "atom" in debug_ptx and "atom" not in release_ptx
+    assert ptx_to_cubin(debug_ptx, "sm_90")[:4] == b"\x7fELF"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 from buildtile import __version__
 from buildtile.backend import AnalyzedKernel, Backend, CompileOptions, KernelSource
 from buildtile.contract import parse_contract
@@ -9,7 +11,7 @@ from buildtile.diagnostics import Diagnostic, Span
 from buildtile.errors import CompileError
 from buildtile.interop.abi import mangle
 from buildtile.toolchain.ptx import llvm_to_ptx
-from buildtile.backends.simt import frontend, lower, ownership
+from buildtile.backends.simt import frontend, ir, lower, ownership
 from buildtile.backends.simt.types import Scalar, SliceT, TensorT, param_kind_name
 
 
@@ -52,16 +54,35 @@ class SimtBackend:
                 _check_block_dims(contract["block"], kernel_ir.index_dims, source, diags)
         if diags:
             raise CompileError(sorted(diags, key=lambda d: (d.span.line if d.span else 0, d.span.col if d.span else 0)))
-        return AnalyzedKernel(
+        analyzed = AnalyzedKernel(
             source=source, symbol=mangle(source.module, source.name),
             params=params_record(kernel_ir), contract=contract, ir=kernel_ir,
         )
+        if options.checks == "debug":
+            sites = bounds_sites(kernel_ir, source)
+            analyzed.extra["bounds_sites"] = [record for _, record in sites]
+            analyzed.extra["_site_of_load"] = {load: k for k, (load, _) in enumerate(sites)}
+        return analyzed
 
     def llvm_ir(self, kernel: AnalyzedKernel, options: CompileOptions) -> str:
-        return lower.lower_to_llvm(kernel.ir, kernel.symbol, kernel.contract)
+        sites = kernel.extra.get("_site_of_load") if options.checks == "debug" else None
+        return lower.lower_to_llvm(kernel.ir, kernel.symbol, kernel.contract, sites)
 
     def to_ptx(self, kernel: AnalyzedKernel, target: str, options: CompileOptions) -> str:
         return llvm_to_ptx(self.llvm_ir(kernel, options), target, options.opt_level)
+
+
+def bounds_sites(kernel_ir, source: KernelSource) -> list[tuple]:
+    """Every read of a parameter, numbered in source order, for debug bounds reports."""
+    params = {p.name for p in kernel_ir.params}
+    sites = []
+    for expr in ir.walk_exprs(kernel_ir.body):
+        if isinstance(expr, ir.Load) and expr.param in params:
+            node = expr.src
+            sites.append((expr, {"param": expr.param, "file": source.display_file,
+                                 "line": getattr(node, "lineno", 0), "col": getattr(node, "col_offset", 0) + 1,
+                                 "text": ast.unparse(node) if node is not None else ""}))
+    return sites
 
 
 def _check_block_dims(block: list[int], dims: int, source: KernelSource, diags: list[Diagnostic]) -> None:

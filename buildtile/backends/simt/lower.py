@@ -97,8 +97,19 @@ _LLVM_MATH = {"sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "fma": "llvm.fma", "min"
 _LIBDEVICE_NAME = {"round": "rint"}
 
 
-def lower_to_llvm(kernel: ir.KernelIR, symbol: str, contract: dict) -> str:
-    """LLVM IR text of one kernel, named ``symbol``, with its launch contract."""
+#: the module global through which debug builds report an out-of-range read: the host
+#: stores there the device address of a zeroed record {u32 flag, u32 site, i64 index,
+#: i64 extent, u32 axis, u32 pad}; null (the default) turns reporting off
+BOUNDS_GLOBAL = "__buildtile_bounds"
+
+
+def lower_to_llvm(kernel: ir.KernelIR, symbol: str, contract: dict,
+                  bounds_sites: dict | None = None) -> str:
+    """LLVM IR text of one kernel, named ``symbol``, with its launch contract.
+
+    With ``bounds_sites`` (a debug build: ``Load`` node -> site number) every read
+    listed there is bounds-checked; an out-of-range read yields 0 and is reported.
+    """
     module = lir.Module(name=symbol)
     module.triple = TRIPLE
     module.data_layout = DATALAYOUT
@@ -112,7 +123,48 @@ def lower_to_llvm(kernel: ir.KernelIR, symbol: str, contract: dict) -> str:
         device_fns[name] = llvm_fn
     for name, fn_ir in kernel.functions.items():
         _Lowering(fn_ir, symbol, contract, module, device_fns).run_device(device_fns[name])
-    return _Lowering(kernel, symbol, contract, module, device_fns).run()
+    lowering = _Lowering(kernel, symbol, contract, module, device_fns)
+    lowering.bounds_sites = bounds_sites or {}
+    return lowering.run()
+
+
+def _bounds_reporter(module: lir.Module) -> lir.Function:
+    """``void report(i32 site, i64 index, i64 extent, i32 axis)``: first report wins."""
+    existing = module.globals.get("buildtile.report_oob")
+    if existing is not None:
+        return existing
+    slot = lir.GlobalVariable(module, I64T, BOUNDS_GLOBAL, addrspace=1)
+    slot.initializer = I64T(0)
+    slot.align = 8
+    fn = lir.Function(module, lir.FunctionType(lir.VoidType(), [I32T, I64T, I64T, I32T]), "buildtile.report_oob")
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("cold")
+    site, index, extent, axis = fn.args
+    b = lir.IRBuilder(fn.append_basic_block("entry"))
+    record_addr = b.load(b.inttoptr(b.ptrtoint(slot, I64T), lir.PointerType(addrspace=1)), typ=I64T)
+    done = fn.append_basic_block("done")
+    claim = fn.append_basic_block("claim")
+    b.cbranch(b.icmp_unsigned("==", record_addr, I64T(0)), done, claim)
+    b.position_at_end(claim)
+    generic = lir.PointerType()
+
+    def field(offset: int) -> lir.Value:
+        return b.inttoptr(b.add(record_addr, I64T(offset)), generic)
+
+    won = b.extract_value(b.cmpxchg(field(0), I32T(0), I32T(1), "monotonic", "monotonic"), 1)
+    write = fn.append_basic_block("write")
+    b.cbranch(won, write, done)
+    b.position_at_end(write)
+    b.store(site, field(4))
+    b.store(index, field(8))
+    b.store(extent, field(16))
+    b.store(axis, field(24))
+    b.fence("seq_cst")
+    b.branch(done)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
 
 
 class _Lowering:
@@ -124,6 +176,7 @@ class _Lowering:
         self.module = module
         self.device_fns = device_fns
         self.ret_slot = None
+        self.bounds_sites: dict = {}
         self.params: dict[str, object] = {}
         self.slots: dict[str, lir.Value] = {}
         self.loops: list[tuple[lir.Block, lir.Block]] = []   # (continue target, break target)
@@ -386,7 +439,39 @@ class _Lowering:
 
     def expr_Load(self, e: ir.Load) -> lir.Value:
         arr = self.params[e.param]
-        ptr = self.address(arr, [self.index(i) for i in e.indices])
+        indices = [self.index(i) for i in e.indices]
+        site = self.bounds_sites.get(e)
+        if site is None:
+            return self._load(e, arr, indices)
+        # debug build: an out-of-range read is reported (first one wins) and reads as 0
+        oks = [self.b.icmp_unsigned("<", idx, extent) for idx, extent in zip(indices, arr.shape)]
+        in_range = oks[0]
+        for ok in oks[1:]:
+            in_range = self.b.and_(in_range, ok)
+        load_bb = self.fn.append_basic_block("load.ok")
+        fail_bb = self.fn.append_basic_block("load.oob")
+        done = self.fn.append_basic_block("load.end")
+        self.b.cbranch(in_range, load_bb, fail_bb, )
+        self.b.position_at_end(fail_bb)
+        bad_axis, bad_index, bad_extent = I32T(0), indices[0], arr.shape[0]
+        for axis in reversed(range(len(indices))):   # the first failing axis wins
+            bad_axis = self.b.select(oks[axis], bad_axis, I32T(axis))
+            bad_index = self.b.select(oks[axis], bad_index, indices[axis])
+            bad_extent = self.b.select(oks[axis], bad_extent, arr.shape[axis])
+        self.b.call(_bounds_reporter(self.module), [I32T(site), bad_index, bad_extent, bad_axis])
+        self.b.branch(done)
+        self.b.position_at_end(load_bb)
+        value = self._load(e, arr, indices)
+        ok_end = self.b.block
+        self.b.branch(done)
+        self.b.position_at_end(done)
+        phi = self.b.phi(value.type)
+        phi.add_incoming(value, ok_end)
+        phi.add_incoming(value.type(0.0 if isinstance(value.type, (lir.FloatType, lir.DoubleType)) else 0), fail_bb)
+        return phi
+
+    def _load(self, e: ir.Load, arr: _ArrayParam, indices: list[lir.Value]) -> lir.Value:
+        ptr = self.address(arr, indices)
         value = self.b.load(ptr, typ=abi_type(arr.elem), align=max(1, arr.elem.bits // 8))
         if getattr(self.kernel_param_types.get(e.param), "access", None) == "read":
             # nothing writes a read-only parameter during the launch: lets LLVM use ld.global.nc
