@@ -1,10 +1,31 @@
-"""``[tool.buildtile]`` settings: one typed model and its reader."""
+"""``[tool.buildtile]`` settings: one typed model and its reader.
+
+The dataclasses below are the single source of truth: the TOML keys, their
+types, the checks on their values and the JSON schema all come from them.
+Values are read from three places, highest priority first:
+
+- ``BUILDTILE_<KEY>`` environment variables (``BUILDTILE_TARGETS=sm_90``,
+  ``BUILDTILE_C_ABI_ENABLED=0``),
+- ``buildtile.<key>`` PEP 517 config settings
+  (``pip wheel . -Cbuildtile.targets=sm_80,sm_90``),
+- the ``[tool.buildtile]`` table of ``pyproject.toml``.
+
+Lists given as text are separated by ``,`` or ``;``. Every problem is one
+:class:`~buildtile.errors.ConfigError` naming the key and where it was set.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import os
+import re
 import sys
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -13,20 +34,121 @@ else:  # pragma: no cover
 
 from buildtile.errors import ConfigError
 
+TABLE = "tool.buildtile"
+CONFIG_SETTINGS_PREFIX = "buildtile."
+ENV_PREFIX = "BUILDTILE_"
+
+#: ``sm_80``, ``sm_90a``: the architecture number, then an optional ``a``
+#: (architecture-specific features such as wgmma, which do not run elsewhere)
+TARGET_PATTERN = re.compile(r"sm_(\d+)a?")
+#: Volta; older GPUs lack the PTX features the backends emit
+MIN_TARGET = 70
+CHECK_MODES = ("release", "debug")
+OPT_LEVELS = range(4)
+#: the folder that holds the import packages in a "src layout" (where discovery looks too)
+SOURCE_DIRS = ("src",)
+
+_MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_GLOB_CHARS = "*?["
+
+Check = Callable[[Any], "str | None"]  # returns what is wrong with a value, or None
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _check_targets(targets: list[str]) -> str | None:
+    if not targets:
+        return "must list at least one target, e.g. [\"sm_80\"]"
+    for target in targets:
+        match = TARGET_PATTERN.fullmatch(target)
+        if match is None:
+            return f"{target!r} is not a GPU target; targets look like \"sm_80\" or \"sm_90a\""
+        if int(match.group(1)) < MIN_TARGET:
+            return f"{target!r} is older than sm_{MIN_TARGET}, the oldest supported target"
+    duplicates = sorted({t for t in targets if targets.count(t) > 1})
+    if duplicates:
+        return f"lists {', '.join(duplicates)} more than once"
+    return None
+
+
+def _check_kernels(kernels: list[str]) -> str | None:
+    if not kernels:
+        return "must list at least one kernel module (\"pkg.ops\") or glob (\"pkg/tiles/*.py\")"
+    for entry in kernels:
+        if _is_path_entry(entry):
+            path = PurePosixPath(entry)
+            if "\\" in entry or path.is_absolute() or ".." in path.parts:
+                return (
+                    f"{entry!r} must be a path relative to the project folder, "
+                    "with '/' separators and no '..'"
+                )
+        elif not _MODULE_NAME.fullmatch(entry):
+            return f"{entry!r} is neither a dotted module name nor a relative path or glob"
+    return None
+
+
+def _check_opt_level(level: int) -> str | None:
+    if level not in OPT_LEVELS:
+        return f"must be 0, 1, 2 or 3, got {level}"
+    return None
+
+
+def _check_checks(mode: str) -> str | None:
+    if mode not in CHECK_MODES:
+        return f"must be \"release\" or \"debug\", got {mode!r}"
+    return None
+
+
+def _meta(key: str, doc: str, check: Check | None = None) -> dict:
+    """What the reader and the schema need of a field: TOML key, documentation, value check."""
+    return {"key": key, "doc": doc, "check": check}
+
+
+# --------------------------------------------------------------------------- model
+
 
 @dataclass
 class CAbiSettings:
-    enabled: bool = False
+    enabled: bool = field(default=False, metadata=_meta(
+        "enabled",
+        "Build a shared library with extern \"C\" launchers, headers and a CMake package "
+        "config into the wheel, for C and C++ hosts.",
+    ))
 
 
 @dataclass
 class BuildtileSettings:
-    kernels: list[str] = field(default_factory=list)
-    targets: list[str] = field(default_factory=lambda: ["sm_80", "sm_90"])
-    ptx: bool = True
-    opt_level: int = 3
-    checks: str = "release"
-    c_abi: CAbiSettings = field(default_factory=CAbiSettings)
+    kernels: list[str] = field(default_factory=list, metadata=_meta(
+        "kernels",
+        "Modules (\"pkg.ops\") or globs relative to the project (\"pkg/tiles/*.py\") whose "
+        "kernels are compiled. They are parsed, never imported.",
+        _check_kernels,
+    ))
+    targets: list[str] = field(default_factory=lambda: ["sm_80", "sm_90"], metadata=_meta(
+        "targets",
+        "GPU architectures to compile a cubin for (sm_70 or newer; an \"a\" suffix such as "
+        "sm_90a enables architecture-specific instructions).",
+        _check_targets,
+    ))
+    ptx: bool = field(default=True, metadata=_meta(
+        "ptx", "Also ship the PTX of the lowest target, so newer GPUs can JIT-compile it.",
+    ))
+    opt_level: int = field(default=3, metadata=_meta(
+        "opt-level", "LLVM optimisation level, 0 to 3.", _check_opt_level,
+    ))
+    checks: str = field(default="release", metadata=_meta(
+        "checks",
+        "\"release\", or \"debug\" for bounds-checked reads reported as BoundsError.",
+        _check_checks,
+    ))
+    c_abi: CAbiSettings = field(default_factory=CAbiSettings, metadata=_meta(
+        "c-abi", "The C ABI shim library.",
+    ))
+
+
+#: keys a project must set (there is no sensible default for what to compile)
+REQUIRED_KEYS = ("kernels",)
 
 
 @dataclass
@@ -37,46 +159,344 @@ class Project:
     version: str
     package: str               # top-level import package that carries the kernels
     settings: BuildtileSettings
+    source_root: Path | None = None   # folder holding `package`: root, or root/src in a src layout
+
+    def __post_init__(self) -> None:
+        if self.source_root is None:
+            self.source_root = self.root
+
+    @property
+    def package_dir(self) -> Path:
+        """The import package's folder in the source tree."""
+        assert self.source_root is not None
+        return self.source_root / self.package
 
 
-def load_project(root: str | Path) -> Project:
+# --------------------------------------------------------------------------- loading
+
+
+def load_project(
+    root: str | Path,
+    config_settings: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Project:
+    """Read and check ``root/pyproject.toml``.
+
+    ``config_settings`` are the PEP 517 config settings (only the ``buildtile.*``
+    keys are read); ``env`` defaults to ``os.environ``.
+    """
     root = Path(root).resolve()
     pyproject = root / "pyproject.toml"
     try:
-        data = tomllib.loads(pyproject.read_text())
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{pyproject} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{pyproject} is not valid TOML: {exc}") from None
-    proj = data.get("project", {})
-    raw = data.get("tool", {}).get("buildtile", {})
-    settings = read_settings(raw, str(pyproject))
-    package = settings.kernels[0].split(".")[0].split("/")[0] if settings.kernels else ""
+
+    tool = data.get("tool", {})
+    if "buildtile" not in tool:
+        raise ConfigError(
+            f"{pyproject} has no [{TABLE}] table",
+            help='add one that lists the kernel modules, e.g. kernels = ["my_package.ops"]',
+        )
+    settings = read_settings(
+        tool["buildtile"],
+        str(pyproject),
+        config_settings=_buildtile_config_settings(config_settings or {}),
+        env=os.environ if env is None else env,
+    )
+    package, source_root = locate_package(root, settings.kernels, str(pyproject))
+
+    project_table = data.get("project", {})
     return Project(
         root=root,
         pyproject=pyproject,
-        dist_name=proj.get("name", root.name),
-        version=str(proj.get("version", "0")),
+        dist_name=str(project_table.get("name", root.name)),
+        version=str(project_table.get("version", "0")),
         package=package,
         settings=settings,
+        source_root=source_root,
     )
 
 
-def read_settings(raw: dict, where: str) -> BuildtileSettings:
-    s = BuildtileSettings()
-    for key, value in raw.items():
-        if key == "kernels":
-            s.kernels = list(value)
-        elif key == "targets":
-            s.targets = list(value)
-        elif key == "ptx":
-            s.ptx = bool(value)
-        elif key == "opt-level":
-            s.opt_level = int(value)
-        elif key == "checks":
-            s.checks = str(value)
-        elif key == "c-abi":
-            s.c_abi = CAbiSettings(enabled=bool(value.get("enabled", False)))
+def read_settings(
+    raw: Any,
+    where: str,
+    *,
+    config_settings: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> BuildtileSettings:
+    """Build the settings from a ``[tool.buildtile]`` table found in ``where``.
+
+    ``config_settings`` are keyed without the ``buildtile.`` prefix
+    (``{"targets": "sm_90"}``); ``env`` is read for ``BUILDTILE_*`` names.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{TABLE} in {where}: expected a table, got {_type_name(raw)}")
+    reader = _Reader(where, config_settings or {}, env or {})
+    reader.reject_unknown_keys(raw, BuildtileSettings, ())
+    reader.reject_unknown_config_settings()
+    settings = reader.build(raw, BuildtileSettings, ())
+    for key in REQUIRED_KEYS:
+        if key not in raw and not reader.overridden((key,)):
+            raise ConfigError(
+                f"{TABLE}.{key} is missing in {where}",
+                help=f"{TABLE}.{key}: {_doc(BuildtileSettings, key)}",
+            )
+    return settings
+
+
+def locate_package(root: Path, kernels: list[str], where: str) -> tuple[str, Path]:
+    """The top-level import package the kernel entries live in, and its parent folder.
+
+    Entries are looked up as discovery does: in the project folder first, then in
+    ``src/``; a path may also name the source folder itself (``src/pkg/*.py``).
+    All entries must share one package: its ``_buildtile`` folder holds the manifest.
+    """
+    found: dict[str, Path] = {}
+    for entry in kernels:
+        if _is_path_entry(entry):
+            parts = PurePosixPath(entry).parts
+            if len(parts) > 1 and parts[0] in SOURCE_DIRS and (root / parts[0] / parts[1]).is_dir():
+                parts = parts[1:]
+            if len(parts) < 2 or any(c in parts[0] for c in _GLOB_CHARS):
+                raise ConfigError(
+                    f"{TABLE}.kernels in {where}: {entry!r} is not inside a package",
+                    help="kernel modules live in an import package: list \"my_package/ops.py\"",
+                )
+            package = parts[0]
         else:
-            raise ConfigError(f"unknown key tool.buildtile.{key} in {where}")
-    return s
+            package = entry.split(".")[0]
+        source_root = _source_root(root, package)
+        if not (source_root / package).is_dir() and (source_root / f"{package}.py").is_file():
+            raise ConfigError(
+                f"{TABLE}.kernels in {where}: {entry!r} is a top-level module, not inside a package",
+                help="move it into an import package (a folder with __init__.py)",
+            )
+        found.setdefault(package, source_root)
+    if len(found) > 1:
+        raise ConfigError(
+            f"{TABLE}.kernels in {where}: the kernels come from several top-level packages "
+            f"({', '.join(sorted(found))})",
+            help="a wheel's kernels live in one import package, which carries their manifest",
+        )
+    ((package, source_root),) = found.items()
+    return package, source_root
+
+
+def _source_root(root: Path, package: str) -> Path:
+    for base in (root, *(root / d for d in SOURCE_DIRS)):
+        if (base / package).is_dir():
+            return base
+    return root
+
+
+# --------------------------------------------------------------------------- the reader
+
+
+class _Reader:
+    """Walks the model once, taking each value from the highest-priority source."""
+
+    def __init__(self, where: str, config_settings: Mapping[str, Any], env: Mapping[str, str]):
+        self.where = where
+        self.config_settings = config_settings
+        self.env = env
+
+    def overridden(self, keys: tuple[str, ...]) -> bool:
+        return _env_name(keys) in self.env or ".".join(keys) in self.config_settings
+
+    def reject_unknown_keys(self, raw: dict, model: type, keys: tuple[str, ...]) -> None:
+        known = {f.metadata["key"]: f for f in dataclasses.fields(model)}
+        for key, value in raw.items():
+            if key not in known:
+                suggestion = difflib.get_close_matches(key.replace("_", "-"), known, n=1)
+                hint = f"did you mean `{suggestion[0]}`? " if suggestion else ""
+                raise ConfigError(
+                    f"unknown key {_toml_key(keys + (key,))} in {self.where}",
+                    help=hint + "known keys: " + ", ".join(".".join(k) for k in model_keys(model, keys)),
+                )
+            nested = _nested_model(model, known[key])
+            if nested is not None and isinstance(value, dict):
+                self.reject_unknown_keys(value, nested, keys + (key,))
+
+    def reject_unknown_config_settings(self) -> None:
+        known = {".".join(k) for k in model_keys()}
+        for setting in self.config_settings:
+            if setting not in known:
+                suggestion = difflib.get_close_matches(setting.replace("_", "-"), known, n=1)
+                hint = f"did you mean `{CONFIG_SETTINGS_PREFIX}{suggestion[0]}`? " if suggestion else ""
+                raise ConfigError(
+                    f"unknown config setting {CONFIG_SETTINGS_PREFIX}{setting}",
+                    help=hint + "known settings: "
+                    + ", ".join(CONFIG_SETTINGS_PREFIX + k for k in sorted(known)),
+                )
+
+    def build(self, raw: dict, model: type, keys: tuple[str, ...]) -> Any:
+        values = {}
+        for f in dataclasses.fields(model):
+            key = keys + (f.metadata["key"],)
+            nested = _nested_model(model, f)
+            if nested is not None:
+                table = raw.get(f.metadata["key"], {})
+                if not isinstance(table, dict):
+                    raise ConfigError(
+                        f"{_toml_key(key)} in {self.where}: expected a table, got {_type_name(table)}"
+                    )
+                values[f.name] = self.build(table, nested, key)
+                continue
+            value, where = self._value(raw, key, _field_type(model, f))
+            if value is _MISSING:
+                continue
+            check: Check | None = f.metadata["check"]
+            problem = check(value) if check else None
+            if problem:
+                raise ConfigError(f"{where}: {problem}", help=f"{_toml_key(key)}: {f.metadata['doc']}")
+            values[f.name] = value
+        return model(**values)
+
+    def _value(self, raw: dict, keys: tuple[str, ...], type_: Any) -> tuple[Any, str]:
+        """The value for ``keys`` and a description of where it came from, for messages."""
+        env_name = _env_name(keys)
+        if env_name in self.env:
+            where = f"environment variable {env_name}"
+            return _parse_text(self.env[env_name], type_, where), where
+        setting = ".".join(keys)
+        if setting in self.config_settings:
+            where = f"config setting {CONFIG_SETTINGS_PREFIX}{setting}"
+            text = self.config_settings[setting]
+            if isinstance(text, list):  # the option was repeated
+                text = ",".join(text) if typing.get_origin(type_) is list else text[-1]
+            return _parse_text(str(text), type_, where), where
+        if keys[-1] in raw:
+            where = f"{_toml_key(keys)} in {self.where}"
+            return _check_toml_type(raw[keys[-1]], type_, where), where
+        return _MISSING, ""
+
+
+_MISSING = object()
+
+
+def _check_toml_type(value: Any, type_: Any, where: str) -> Any:
+    expected = _describe_type(type_)
+    if typing.get_origin(type_) is list:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return list(value)
+    elif type_ is int:
+        # bool is an int in Python but `opt-level = true` is a mistake in TOML
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(value, type_):
+        return value
+    raise ConfigError(f"{where}: expected {expected}, got {_type_name(value)} {value!r}")
+
+
+def _parse_text(text: str, type_: Any, where: str) -> Any:
+    """Values from the command line or the environment arrive as text."""
+    if typing.get_origin(type_) is list:
+        return [item.strip() for item in re.split(r"[,;]", text) if item.strip()]
+    if type_ is bool:
+        lowered = text.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off", ""):
+            return False
+    elif type_ is int:
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    elif type_ is str:
+        return text.strip()
+    raise ConfigError(f"{where}: expected {_describe_type(type_)}, got {text!r}")
+
+
+# --------------------------------------------------------------------------- the model, as data
+
+
+def model_keys(model: type = BuildtileSettings, keys: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every leaf key of the model, as TOML key tuples: ("kernels",), ("c-abi", "enabled") ..."""
+    for f in dataclasses.fields(model):
+        key = keys + (f.metadata["key"],)
+        nested = _nested_model(model, f)
+        if nested is not None:
+            yield from model_keys(nested, key)
+        else:
+            yield key
+
+
+def json_schema(model: type = BuildtileSettings) -> dict:
+    """A JSON schema of ``[tool.buildtile]``, generated from the model (for editors and validators)."""
+    properties = {}
+    for f in dataclasses.fields(model):
+        nested = _nested_model(model, f)
+        if nested is not None:
+            prop = json_schema(nested)
+        else:
+            prop = _json_type(_field_type(model, f))
+        prop["description"] = f.metadata["doc"]
+        properties[f.metadata["key"]] = prop
+    schema: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": properties}
+    if model is BuildtileSettings:
+        schema["required"] = list(REQUIRED_KEYS)
+        properties["checks"]["enum"] = list(CHECK_MODES)
+        properties["opt-level"].update(minimum=OPT_LEVELS[0], maximum=OPT_LEVELS[-1])
+        properties["targets"]["items"]["pattern"] = f"^{TARGET_PATTERN.pattern}$"
+        properties["kernels"]["minItems"] = 1
+    return schema
+
+
+def _json_type(type_: Any) -> dict:
+    if typing.get_origin(type_) is list:
+        return {"type": "array", "items": {"type": "string"}}
+    return {"type": {bool: "boolean", int: "integer", str: "string"}[type_]}
+
+
+def _field_type(model: type, f: dataclasses.Field) -> Any:
+    return typing.get_type_hints(model)[f.name]
+
+
+def _nested_model(model: type, f: dataclasses.Field) -> type | None:
+    type_ = _field_type(model, f)
+    return type_ if dataclasses.is_dataclass(type_) else None
+
+
+def _doc(model: type, key: str) -> str:
+    (doc,) = (f.metadata["doc"] for f in dataclasses.fields(model) if f.metadata["key"] == key)
+    return doc
+
+
+def _describe_type(type_: Any) -> str:
+    if typing.get_origin(type_) is list:
+        return "a list of strings"
+    return {bool: "true or false", int: "an integer", str: "a string"}[type_]
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def _toml_key(keys: tuple[str, ...]) -> str:
+    return ".".join((TABLE, *keys))
+
+
+def _env_name(keys: tuple[str, ...]) -> str:
+    return ENV_PREFIX + "_".join(k.replace("-", "_").upper() for k in keys)
+
+
+def _is_path_entry(entry: str) -> bool:
+    return "/" in entry or "\\" in entry or entry.endswith(".py") or any(c in entry for c in _GLOB_CHARS)
+
+
+def _buildtile_config_settings(config_settings: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        key[len(CONFIG_SETTINGS_PREFIX):]: value
+        for key, value in config_settings.items()
+        if key.startswith(CONFIG_SETTINGS_PREFIX)
+    }
+
+
+def tool_schema() -> dict:
+    """The ``[tool.buildtile]`` JSON schema, for validate-pyproject's ``tool_schema`` entry point."""
+    return json_schema()

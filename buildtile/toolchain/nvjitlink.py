@@ -2,17 +2,50 @@
 
 from __future__ import annotations
 
+import ctypes
+import sys
+from functools import lru_cache
+from pathlib import Path
+
 from buildtile.errors import ToolchainError
 
+_LIB_DIRS = ("nvidia/cu13/lib", "nvidia/nvjitlink/lib")
 
-def ptx_to_cubin(ptx: str, target: str, *, name: str = "kernel.ptx", opt_level: int = 3) -> bytes:
-    """Assemble and link PTX into a cubin for ``target`` (``sm_XX``)."""
+
+@lru_cache(maxsize=1)
+def _load_nvjitlink():
+    """cuda.bindings' nvjitlink module, with the shared library loaded.
+
+    cuda-bindings looks for libnvJitLink in the site-packages folders only; in
+    pip's isolated build environment the nvidia-nvjitlink wheel sits elsewhere
+    on ``sys.path``, so find it there and load it first, process-wide.
+    """
     try:
         from cuda.bindings import nvjitlink
     except ImportError:  # pragma: no cover - a dependency of buildtile
         raise ToolchainError("nvJitLink is not installed", help="pip install nvidia-nvjitlink cuda-bindings") from None
+    for entry in sys.path:
+        for sub in _LIB_DIRS:
+            for lib in sorted(Path(entry or ".").joinpath(sub).glob("libnvJitLink.so*"), reverse=True):
+                try:
+                    ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+                    return nvjitlink
+                except OSError:
+                    continue
+    return nvjitlink
+
+
+def ptx_to_cubin(ptx: str, target: str, *, name: str = "kernel.ptx", opt_level: int = 3) -> bytes:
+    """Assemble and link PTX into a cubin for ``target`` (``sm_XX``)."""
+    nvjitlink = _load_nvjitlink()
     options = [f"-arch={target}", f"-O{min(opt_level, 3)}"]
-    handle = nvjitlink.create(len(options), options)
+    try:
+        handle = nvjitlink.create(len(options), options)
+    except nvjitlink.nvJitLinkError as exc:
+        raise ToolchainError(f"nvJitLink refused the options {options}: {exc}") from None
+    except Exception as exc:  # the library itself could not be loaded
+        raise ToolchainError(f"nvJitLink could not be loaded: {exc}",
+                             help="pip install nvidia-nvjitlink (its library must match cuda-bindings' major version)") from None
     try:
         data = ptx.encode()
         try:
@@ -39,6 +72,4 @@ def _error_log(nvjitlink, handle) -> str:
 
 
 def nvjitlink_version() -> tuple[int, int]:
-    from cuda.bindings import nvjitlink
-
-    return tuple(nvjitlink.version())
+    return tuple(_load_nvjitlink().version())

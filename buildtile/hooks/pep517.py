@@ -1,0 +1,160 @@
+"""What the PEP 517 hooks of :mod:`buildtile.build` do.
+
+Every hook runs in the project folder (PEP 517 guarantees it). The wheel
+hooks compile the kernels into the staging folder first, so a kernel that
+fails its checks stops the build before scikit-build-core writes anything;
+then scikit-build-core packages the wheel with the settings of
+:mod:`buildtile.hooks.skbuild_settings`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from buildtile.config import Project, load_project
+from buildtile.errors import ToolchainError
+from buildtile.hooks.skbuild_settings import scikit_build_settings
+from buildtile.hooks.staging import install_in_place, stage_kernels
+from buildtile.interop.manifest import MANIFEST_DIR
+
+__all__ = ["build_editable", "build_sdist", "build_wheel", "get_requires", "prepare_metadata"]
+
+ConfigSettings = Mapping[str, Any] | None
+
+
+def build_wheel(
+    wheel_directory: str, config_settings: ConfigSettings, metadata_directory: str | None
+) -> str:
+    from scikit_build_core import build as skbuild
+
+    project = _project(config_settings)
+    staged = stage_kernels(project, log=_log)
+    settings = scikit_build_settings(project, config_settings, staged)
+    with _build_tools_explained(project):
+        return skbuild.build_wheel(wheel_directory, settings, metadata_directory)
+
+
+def build_editable(
+    wheel_directory: str, config_settings: ConfigSettings, metadata_directory: str | None
+) -> str:
+    """Compile like a wheel, but leave the artifacts next to the sources.
+
+    scikit-build-core's editable wheel maps the package to its source folder,
+    where the runtime then finds ``_buildtile/``. A C shim library that CMake
+    installed into the wheel is copied there too, so the tree is complete.
+    """
+    from scikit_build_core import build as skbuild
+
+    project = _project(config_settings)
+    staged = stage_kernels(project, log=_log)
+    in_place = install_in_place(project, staged)
+    settings = scikit_build_settings(project, config_settings, staged, include_artifacts=False)
+    with _build_tools_explained(project):
+        wheel_name = skbuild.build_editable(wheel_directory, settings, metadata_directory)
+    _extract_package_artifacts(Path(wheel_directory) / wheel_name, project.package, in_place)
+    return wheel_name
+
+
+def build_sdist(sdist_directory: str, config_settings: ConfigSettings) -> str:
+    from scikit_build_core import build as skbuild
+
+    project = _project(config_settings)  # a broken configuration fails here, not at install
+    return skbuild.build_sdist(sdist_directory, scikit_build_settings(project, config_settings))
+
+
+def get_requires(
+    config_settings: ConfigSettings, state: Literal["wheel", "editable", "sdist"]
+) -> list[str]:
+    """scikit-build-core's requirements: CMake and Ninja only for the C shim, and
+    only where no suitable ones are installed."""
+    from scikit_build_core import build as skbuild
+
+    project = _project(config_settings)
+    settings = scikit_build_settings(project, config_settings)
+    hook = {
+        "wheel": skbuild.get_requires_for_build_wheel,
+        "editable": skbuild.get_requires_for_build_editable,
+        "sdist": skbuild.get_requires_for_build_sdist,
+    }[state]
+    return hook(settings)
+
+
+def prepare_metadata(
+    metadata_directory: str, config_settings: ConfigSettings, *, editable: bool
+) -> str:
+    """The wheel's ``.dist-info`` without compiling anything."""
+    from scikit_build_core import build as skbuild
+
+    project = _project(config_settings)
+    settings = scikit_build_settings(project, config_settings)
+    name = "prepare_metadata_for_build_editable" if editable else "prepare_metadata_for_build_wheel"
+    prepare = getattr(skbuild, name, None)
+    if prepare is not None:
+        with _build_tools_explained(project):
+            return prepare(metadata_directory, settings)
+    # scikit-build-core leaves this hook out when the metadata can depend on the
+    # build's outcome; then the metadata is the built wheel's.
+    build = build_editable if editable else build_wheel
+    with tempfile.TemporaryDirectory() as wheel_dir:
+        wheel = Path(wheel_dir) / build(wheel_dir, config_settings, None)
+        return _extract_dist_info(wheel, Path(metadata_directory))
+
+
+def _project(config_settings: ConfigSettings) -> Project:
+    return load_project(Path.cwd(), config_settings=config_settings)
+
+
+@contextlib.contextmanager
+def _build_tools_explained(project: Project) -> Iterator[None]:
+    """A missing CMake or Ninja says why it is needed, without scikit-build-core's traceback.
+
+    Build isolation installs them (see :func:`get_requires`); a build without
+    isolation uses what the environment has.
+    """
+    from scikit_build_core.errors import NotFoundError
+
+    try:
+        yield
+    except NotFoundError as exc:
+        why = (
+            f"tool.buildtile.c-abi.enabled in {project.pyproject} builds a C shim library with CMake"
+            if project.settings.c_abi.enabled
+            else f"the CMake build configured in {project.pyproject} needs it"
+        )
+        raise ToolchainError(
+            f"{exc}; {why}",
+            help="install it into this environment (`pip install cmake ninja`), or build with build "
+            "isolation, which provides it",
+        ) from None
+
+
+def _log(message: str) -> None:
+    print(message, flush=True)
+
+
+def _extract_package_artifacts(wheel: Path, package: str, target: Path) -> None:
+    prefix = f"{package}/{MANIFEST_DIR}/"
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.namelist():
+            if member.startswith(prefix) and not member.endswith("/"):
+                destination = target / member[len(prefix):]
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(member) as source, destination.open("wb") as sink:
+                    shutil.copyfileobj(source, sink)
+                mode = archive.getinfo(member).external_attr >> 16
+                if mode:
+                    destination.chmod(mode & 0o777)
+
+
+def _extract_dist_info(wheel: Path, metadata_directory: Path) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        members = [m for m in archive.namelist() if m.split("/")[0].endswith(".dist-info")]
+        archive.extractall(metadata_directory, members)
+    return members[0].split("/")[0]
+

@@ -1,0 +1,83 @@
+"""Compile a project's kernels into a staging folder that the wheel is packed from.
+
+The staging folder is ``build/buildtile/`` in the project: the compiler
+writes ``<package>/_buildtile/`` (manifest, cubins, PTX, interop files) there
+and keeps its scratch files beside it, so they survive between builds. The
+folder ignores itself in version control, which also keeps it out of sdists.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildtile.config import Project
+from buildtile.interop.manifest import MANIFEST_DIR
+
+STAGING_DIR = Path("build") / "buildtile"
+#: marks a folder buildtile writes, so git (and scikit-build-core's sdist, which reads
+#: .gitignore files) leaves it alone
+SELF_IGNORE = "# written by buildtile; safe to delete\n*\n"
+
+
+@dataclass(frozen=True)
+class StagedKernels:
+    """What one compilation left in the staging folder."""
+
+    artifacts_dir: Path              # <staging>/<package>/_buildtile: goes in the wheel as is
+    cmake_source_dir: Path | None    # a CMake project for scikit-build-core to build, if any
+    manifest: dict
+
+
+def staging_dir(project: Project) -> Path:
+    return project.root / STAGING_DIR
+
+
+def stage_kernels(project: Project, log: Callable[[str], None]) -> StagedKernels:
+    """Compile every kernel of ``project`` into the staging folder."""
+    from buildtile.compiler import compile_project
+
+    out_dir = staging_dir(project)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / ".gitignore").write_text(SELF_IGNORE)
+    # compile_project replaces <package>/_buildtile as a whole, so nothing from an
+    # earlier build (a kernel removed since) reaches the wheel
+    manifest = compile_project(project, out_dir, log=log)
+    cmake_dirs = [Path(d) for d in manifest.pop("_cmake_source_dirs", [])]
+    return StagedKernels(
+        artifacts_dir=out_dir / project.package / MANIFEST_DIR,
+        cmake_source_dir=_one_cmake_project(cmake_dirs, out_dir / "cmake", project.package),
+        manifest=manifest,
+    )
+
+
+def _one_cmake_project(source_dirs: list[Path], folder: Path, package: str) -> Path | None:
+    """scikit-build-core builds one CMake project; several emitters' projects become
+    subdirectories of a generated top-level one."""
+    if len(source_dirs) <= 1:
+        return source_dirs[0] if source_dirs else None
+    lines = [
+        "cmake_minimum_required(VERSION 3.18)",
+        f"project({package}_buildtile LANGUAGES NONE)",
+    ]
+    for index, source_dir in enumerate(source_dirs):
+        lines.append(f'add_subdirectory("{source_dir.resolve().as_posix()}" "emitter{index}")')
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "CMakeLists.txt").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def install_in_place(project: Project, staged: StagedKernels) -> Path:
+    """Copy the staged ``_buildtile`` tree next to the package's sources.
+
+    An editable install imports the package from its source folder, so that is
+    where the runtime looks for the manifest and the kernel images. The copy
+    ignores itself in version control.
+    """
+    target = project.package_dir / MANIFEST_DIR
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(staged.artifacts_dir, target)
+    (target / ".gitignore").write_text(SELF_IGNORE)
+    return target
