@@ -106,3 +106,12 @@ def find_kernel(manifest: dict, module: str, name: str) -> dict | None:
         if k["module"] == module and k["name"] == name:
             return k
     return None
+
+
+def malformed(where: str, problem: str) -> BuildtileError:
+    """The error for a manifest entry that does not follow this format."""
+    return BuildtileError(
+        f"malformed manifest: {where}: {problem}",
+        code="BT0621",
+        help="the manifest is written by the build; rebuild the package with this buildtile",
+    )

@@ -1,0 +1,218 @@
+/*
+ * buildtile kernel ABI, version 1: what a C or C++ host needs to call the
+ * kernels a buildtile package carries.
+ *
+ * This header ships in every wheel built with [tool.buildtile.c-abi]
+ * (under <package>/_buildtile/include/buildtile/abi.h). It is pure C99 and
+ * usable from C++. buildtile/interop/abi.py holds the same rules for the
+ * Python host; the two must change together, and BUILDTILE_ABI_VERSION with
+ * them.
+ *
+ * ------------------------------------------------------------------------
+ * Launchers
+ * ------------------------------------------------------------------------
+ * Each package library (lib<package>_kernels.so) exports, per kernel,
+ *
+ *     int bt_<symbol>(const bt_launch_config* cfg, <params>...);
+ *
+ * where <symbol> is the kernel's PTX entry name from the manifest
+ * (<module with dots as _>__<name>, e.g. bt_example_kernels_ops__vecadd),
+ * and <package>/kernels.h declares them. A kernel without a launch contract
+ * (no block=) gets only
+ *
+ *     int bt_<symbol>_unsafe(const bt_launch_config* cfg,
+ *                            const uint32_t block[3], <params>...);
+ *
+ * Parameters, in declaration order:
+ *
+ *   kind                        C parameter          reaches the kernel as
+ *   --------------------------  -------------------  ------------------------------
+ *   scalar bool                 bool                 one byte, 0 or 1
+ *   scalar i32/i64/u32/u64      int32_t ... uint64_t the value
+ *   scalar f32/f64              float / double       the value
+ *   scalar f16/bf16             uint16_t             the 16 bits of the value
+ *   Slice, DisjointSlice,       const DLTensor*      T* data, int64 len
+ *   AtomicSlice                 (1-D, contiguous)
+ *   Tensor[T, r],               const DLTensor*      T* data, int64 shape[r],
+ *   DisjointTensor[T, r]        (r-D, any strides)   int64 strides[r] (elements)
+ *
+ * "data" is DLTensor.data + DLTensor.byte_offset. A NULL DLTensor.strides
+ * means compact row-major, as in DLPack.
+ *
+ * Launchers return a bt_status. They never print, exit or abort. On failure
+ * <package>_last_error() returns a message for the calling thread that
+ * starts with the code, as the Python host prints it:
+ *
+ *     error[BT0600]: launch contract violated: ...
+ *
+ * ------------------------------------------------------------------------
+ * What a launcher checks, in this order, before anything is queued
+ * ------------------------------------------------------------------------
+ *  1. the launch configuration (BT_ERR_CONTRACT): cfg is not NULL; every
+ *     grid dimension is >= 1; a kernel that indexes with index_1d() takes a
+ *     1-D grid (grid[1] == grid[2] == 1), one with index_2d() a 2-D grid
+ *     (grid[2] == 1). The block is the contract's; callers do not pass it.
+ *     cfg->shared_mem == 0 means the contract's dynamic shared memory;
+ *     a non-zero value must be at least that.
+ *  2. every tensor argument (BT_ERR_MISMATCHED_TYPES): not NULL; on a CUDA
+ *     device (kDLCUDA or kDLCUDAManaged); dtype code, bits and lanes (1)
+ *     equal to the parameter's; ndim 1 for slices, r for Tensor[T, r];
+ *     no negative extent; a slice contiguous (stride 1, or length <= 1);
+ *     data + byte_offset aligned to the element size and not NULL unless
+ *     empty; a DisjointTensor's strides map no two elements to one
+ *     address; all tensor arguments on the same device.
+ *  3. ownership (BT_ERR_ALIAS): the bytes a written argument (DisjointSlice,
+ *     DisjointTensor, AtomicSlice) may touch overlap no other argument's
+ *     bytes. Empty arguments overlap nothing.
+ *  4. the contract's `requires` relations (BT_ERR_CONTRACT), evaluated over
+ *     int64 with Python's meaning of // and % (floor); an overflow or a
+ *     division by zero makes the relation fail. len(x) is a slice's length
+ *     or a tensor's shape[0]; an integer scalar takes part as its value
+ *     (u64 reinterpreted as int64).
+ *  5. then, with the driver: the CUDA driver loads (BT_ERR_NO_DRIVER); the
+ *     current context is used, or the primary context of the arguments'
+ *     device when the thread has none; kDLCUDA arguments are on that
+ *     context's device (BT_ERR_MISMATCHED_TYPES); the device has an image
+ *     (BT_ERR_NO_IMAGE); the device meets the contract's minimum compute
+ *     capability and its grid, block and shared memory limits
+ *     (BT_ERR_CONTRACT); the launch itself (BT_ERR_CUDA).
+ *
+ * The _unsafe launcher skips the contract parts of 1 (the grid shape and
+ * the block, which the caller gives; each dimension must still be >= 1)
+ * and keeps the rest.
+ *
+ * ------------------------------------------------------------------------
+ * Images and the driver
+ * ------------------------------------------------------------------------
+ * The library embeds one cubin per built target and, when built with
+ * ptx = true, the PTX of the lowest target. On each device it loads, as
+ * the Python host does: the cubin built for exactly its architecture
+ * (sm_90, then sm_90a), else the newest cubin of the same major and an
+ * older minor (sm_80 on an sm_86 device), else the PTX, JIT-compiled, when
+ * the device is at least the PTX's target; else it fails with
+ * BT_ERR_NO_IMAGE naming the built targets. Modules are loaded once per
+ * CUDA context.
+ *
+ * The CUDA driver is opened with dlopen("libcuda.so.1") on the first
+ * launch that passes the checks above, so the library loads, and its
+ * checks work, on a machine without a GPU. The environment variable
+ * BUILDTILE_LIBCUDA, when set, names the driver library to open instead.
+ *
+ * Launches are asynchronous on cfg->stream (NULL: the legacy default
+ * stream); a kernel's own faults appear at the next synchronisation, as
+ * CUDA reports them.
+ */
+#ifndef BUILDTILE_ABI_H
+#define BUILDTILE_ABI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BUILDTILE_ABI_VERSION 1
+
+/* Marks the functions a package library exports (it is built with hidden
+ * visibility otherwise). */
+#if defined(__GNUC__) || defined(__clang__)
+#define BUILDTILE_API __attribute__((visibility("default")))
+#else
+#define BUILDTILE_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes: each equals the number of the buildtile error code
+ * (BT_ERR_ALIAS == 502 is error[BT0502]), so C, C++ and Python hosts report
+ * the same failure the same way. */
+typedef enum bt_status {
+    BT_OK = 0,
+    BT_ERR_MISMATCHED_TYPES = 308, /* dtype, rank, device or layout of an argument */
+    BT_ERR_ALIAS = 502,            /* an output overlaps another argument */
+    BT_ERR_CONTRACT = 600,         /* launch configuration or `requires` violated */
+    BT_ERR_NO_IMAGE = 610,         /* no cubin or PTX usable on this device */
+    BT_ERR_ABI = 622,              /* library and headers of different kernel ABI versions */
+    BT_ERR_CUDA = 700,             /* the CUDA driver returned an error */
+    BT_ERR_NO_DRIVER = 701         /* the CUDA driver could not be loaded or initialised */
+} bt_status;
+
+/* How to launch: the grid (in blocks), dynamic shared memory and stream.
+ * The block shape is part of the kernel's contract and not given here. */
+typedef struct bt_launch_config {
+    uint32_t grid[3];   /* blocks along x, y, z; each >= 1 */
+    uint32_t shared_mem; /* dynamic shared memory in bytes; 0: the contract's */
+    void* stream;       /* a CUstream / cudaStream_t; NULL: the legacy default stream */
+} bt_launch_config;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+/*
+ * DLPack declarations, layout-compatible with dlpack.h 0.8 and 1.x. A host
+ * that uses dlpack.h includes it before this header and gets its own
+ * declarations; these are only for hosts that do not.
+ */
+#if !defined(DLPACK_DLPACK_H_) && !defined(DLPACK_VERSION) && !defined(DLPACK_MAJOR_VERSION)
+#define BUILDTILE_OWN_DLPACK 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    kDLCPU = 1,
+    kDLCUDA = 2,
+    kDLCUDAHost = 3,
+    kDLOpenCL = 4,
+    kDLVulkan = 7,
+    kDLMetal = 8,
+    kDLVPI = 9,
+    kDLROCM = 10,
+    kDLROCMHost = 11,
+    kDLExtDev = 12,
+    kDLCUDAManaged = 13,
+    kDLOneAPI = 14,
+    kDLWebGPU = 15,
+    kDLHexagon = 16
+} DLDeviceType;
+
+typedef struct {
+    DLDeviceType device_type;
+    int32_t device_id;
+} DLDevice;
+
+typedef enum {
+    kDLInt = 0,
+    kDLUInt = 1,
+    kDLFloat = 2,
+    kDLOpaqueHandle = 3,
+    kDLBfloat = 4,
+    kDLComplex = 5,
+    kDLBool = 6
+} DLDataTypeCode;
+
+typedef struct {
+    uint8_t code;   /* a DLDataTypeCode */
+    uint8_t bits;
+    uint16_t lanes; /* 1 for every type buildtile kernels take */
+} DLDataType;
+
+typedef struct {
+    void* data;          /* base of the allocation (device pointer) */
+    DLDevice device;
+    int32_t ndim;
+    DLDataType dtype;
+    int64_t* shape;      /* ndim extents */
+    int64_t* strides;    /* ndim strides in elements, or NULL: compact row-major */
+    uint64_t byte_offset; /* added to data to reach the first element */
+} DLTensor;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DLPack declarations */
+
+#endif /* BUILDTILE_ABI_H */

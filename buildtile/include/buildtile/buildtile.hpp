@@ -1,0 +1,250 @@
+// The C++ layer shared by every buildtile package's kernels.hpp (C++17,
+// header-only): the error type, launch configuration, and non-owning views
+// that describe device memory as DLPack tensors.
+//
+//     #include "example_kernels/kernels.hpp"
+//
+//     float *a, *b, *c;                          // cudaMalloc'd, n floats each
+//     using buildtile::DeviceSpan;
+//     namespace ops = example_kernels::ops;
+//     ops::vecadd({buildtile::cover(n, ops::vecadd_block), stream},
+//                 DeviceSpan<const float>(a, n), DeviceSpan<const float>(b, n),
+//                 DeviceSpan<float>(c, n));       // throws buildtile::Error
+#ifndef BUILDTILE_BUILDTILE_HPP
+#define BUILDTILE_BUILDTILE_HPP
+
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "buildtile/abi.h"
+
+#if __cplusplus < 201703L && !(defined(_MSVC_LANG) && _MSVC_LANG >= 201703L)
+#error "buildtile's C++ headers need C++17 or newer"
+#endif
+
+namespace buildtile {
+
+/// A refused or failed launch: code() is the status (600 for error[BT0600]),
+/// what() the message, as the Python host reports it.
+class Error : public std::runtime_error {
+public:
+    Error(int code, const std::string& message) : std::runtime_error(message), code_(code) {}
+    int code() const noexcept { return code_; }
+
+private:
+    int code_;
+};
+
+namespace detail {
+inline std::string code_text(int status)
+{
+    std::string digits = std::to_string(status);
+    return "error[BT" + std::string(digits.size() < 4 ? 4 - digits.size() : 0, '0') + digits + "]";
+}
+}  // namespace detail
+
+/// Throws Error unless `status` is BT_OK; `last_error` is the package's
+/// <package>_last_error, read only on failure.
+inline void check(int status, const char* (*last_error)())
+{
+    if (status == BT_OK)
+        return;
+    const char* message = last_error != nullptr ? last_error() : nullptr;
+    throw Error(status, message != nullptr && *message != '\0'
+                            ? std::string(message)
+                            : detail::code_text(status) + ": launch failed (no message was recorded)");
+}
+
+/// Throws Error (BT0622) when a library reports another kernel ABI version
+/// than the headers it is used with.
+inline void check_abi_version(int library_version, const char* package)
+{
+    if (library_version == BUILDTILE_ABI_VERSION)
+        return;
+    throw Error(BT_ERR_ABI, detail::code_text(BT_ERR_ABI) + ": the library of " + package +
+                                " speaks kernel ABI " + std::to_string(library_version) +
+                                ", but its headers ABI " + std::to_string(BUILDTILE_ABI_VERSION) +
+                                "\n  = help: use the headers installed with the library (python -m " +
+                                package + " --include-dir)");
+}
+
+/// 16-bit floats cross the ABI as their bits.
+struct f16 {
+    std::uint16_t bits;
+};
+struct bf16 {
+    std::uint16_t bits;
+};
+
+/// The DLPack dtype of an element type; specialise it for your own
+/// layout-compatible types (e.g. a half type of another library).
+template <class T>
+struct dtype_of;
+template <class T>
+struct dtype_of<const T> : dtype_of<T> {};
+
+#define BUILDTILE_DTYPE(type, code, bits)                                                      \
+    template <>                                                                                \
+    struct dtype_of<type> {                                                                    \
+        static constexpr DLDataType value{static_cast<std::uint8_t>(code), bits, 1};           \
+    }
+BUILDTILE_DTYPE(bool, kDLBool, 8);
+BUILDTILE_DTYPE(std::int32_t, kDLInt, 32);
+BUILDTILE_DTYPE(std::int64_t, kDLInt, 64);
+BUILDTILE_DTYPE(std::uint32_t, kDLUInt, 32);
+BUILDTILE_DTYPE(std::uint64_t, kDLUInt, 64);
+BUILDTILE_DTYPE(f16, kDLFloat, 16);
+BUILDTILE_DTYPE(bf16, kDLBfloat, 16);
+BUILDTILE_DTYPE(float, kDLFloat, 32);
+BUILDTILE_DTYPE(double, kDLFloat, 64);
+#if defined(__CUDA_FP16_TYPES_EXIST__)
+BUILDTILE_DTYPE(__half, kDLFloat, 16);
+#endif
+#if defined(__CUDA_BF16_TYPES_EXIST__)
+BUILDTILE_DTYPE(__nv_bfloat16, kDLBfloat, 16);
+#endif
+#undef BUILDTILE_DTYPE
+
+/// Three extents (x, y, z): a grid in blocks, or a block in threads.
+struct Dim3 {
+    std::uint32_t x = 1, y = 1, z = 1;
+};
+
+namespace detail {
+constexpr std::uint32_t blocks_for(std::int64_t extent, std::uint32_t block)
+{
+    // at least one block, so an empty launch is still a valid grid
+    return extent <= 0 ? 1u : static_cast<std::uint32_t>((extent + block - 1) / block);
+}
+}  // namespace detail
+
+/// The smallest grid of `block`-shaped blocks covering nx (x ny (x nz)) threads.
+constexpr Dim3 cover(std::int64_t nx, const Dim3& block)
+{
+    return {detail::blocks_for(nx, block.x), 1, 1};
+}
+constexpr Dim3 cover(std::int64_t nx, std::int64_t ny, const Dim3& block)
+{
+    return {detail::blocks_for(nx, block.x), detail::blocks_for(ny, block.y), 1};
+}
+constexpr Dim3 cover(std::int64_t nx, std::int64_t ny, std::int64_t nz, const Dim3& block)
+{
+    return {detail::blocks_for(nx, block.x), detail::blocks_for(ny, block.y), detail::blocks_for(nz, block.z)};
+}
+
+/// How to launch: the grid, the stream (a cudaStream_t or CUstream; nullptr
+/// for the legacy default stream) and dynamic shared memory (0: the
+/// contract's).
+struct Launch {
+    Dim3 grid;
+    void* stream = nullptr;
+    std::uint32_t shared_mem = 0;
+
+    Launch(const Dim3& grid_, void* stream_ = nullptr, std::uint32_t shared_mem_ = 0)
+        : grid(grid_), stream(stream_), shared_mem(shared_mem_)
+    {
+    }
+
+    bt_launch_config config() const { return bt_launch_config{{grid.x, grid.y, grid.z}, shared_mem, stream}; }
+};
+
+namespace detail {
+template <class T>
+DLTensor make_tensor(T* data, int device, std::int32_t ndim, const std::int64_t* shape,
+                     const std::int64_t* strides)
+{
+    DLTensor t{};
+    t.data = const_cast<void*>(static_cast<const void*>(data));
+    t.device = DLDevice{kDLCUDA, device};
+    t.ndim = ndim;
+    t.dtype = dtype_of<T>::value;
+    // DLPack's fields are not const; the launchers only read them
+    t.shape = const_cast<std::int64_t*>(shape);
+    t.strides = const_cast<std::int64_t*>(strides);
+    t.byte_offset = 0;
+    return t;
+}
+}  // namespace detail
+
+/// A non-owning view of `size` contiguous elements of device memory (e.g.
+/// from cudaMalloc) on CUDA device `device`. DeviceSpan<const T> is what a
+/// kernel only reads; a DeviceSpan<T> converts to it.
+template <class T>
+class DeviceSpan {
+public:
+    DeviceSpan(T* data, std::int64_t size, int device = 0) : data_(data), size_(size), device_(device) {}
+
+    template <class U, class = std::enable_if_t<std::is_same_v<const U, T>>>
+    DeviceSpan(const DeviceSpan<U>& other) : DeviceSpan(other.data(), other.size(), other.device())
+    {
+    }
+
+    T* data() const { return data_; }
+    std::int64_t size() const { return size_; }
+    int device() const { return device_; }
+
+    /// The view as a DLTensor; it points into this object, so keep the view alive while it is used.
+    DLTensor dl() const { return detail::make_tensor(data_, device_, 1, &size_, nullptr); }
+
+private:
+    T* data_;
+    std::int64_t size_;
+    int device_;
+};
+
+/// A non-owning N-d view of device memory: shape, and strides in elements
+/// (compact row-major when not given).
+template <class T, int Rank>
+class DeviceTensor {
+    static_assert(Rank >= 0 && Rank <= 8, "buildtile tensors have rank 0 to 8");
+
+public:
+    using Extents = std::array<std::int64_t, Rank>;
+
+    DeviceTensor(T* data, const Extents& shape, int device = 0)
+        : data_(data), shape_(shape), strides_(compact(shape)), device_(device)
+    {
+    }
+    DeviceTensor(T* data, const Extents& shape, const Extents& strides, int device = 0)
+        : data_(data), shape_(shape), strides_(strides), device_(device)
+    {
+    }
+
+    template <class U, class = std::enable_if_t<std::is_same_v<const U, T>>>
+    DeviceTensor(const DeviceTensor<U, Rank>& other)
+        : DeviceTensor(other.data(), other.shape(), other.strides(), other.device())
+    {
+    }
+
+    T* data() const { return data_; }
+    const Extents& shape() const { return shape_; }
+    const Extents& strides() const { return strides_; }
+    int device() const { return device_; }
+
+    /// The view as a DLTensor; it points into this object, so keep the view alive while it is used.
+    DLTensor dl() const { return detail::make_tensor(data_, device_, Rank, shape_.data(), strides_.data()); }
+
+private:
+    static Extents compact(const Extents& shape)
+    {
+        Extents strides{};
+        std::int64_t step = 1;
+        for (int d = Rank - 1; d >= 0; --d) {
+            strides[d] = step;
+            step *= shape[d];
+        }
+        return strides;
+    }
+
+    T* data_;
+    Extents shape_;
+    Extents strides_;
+    int device_;
+};
+
+}  // namespace buildtile
+
+#endif  // BUILDTILE_BUILDTILE_HPP

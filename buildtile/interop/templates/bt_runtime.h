@@ -1,0 +1,172 @@
+/*
+ * The runtime behind a package's generated launchers: argument checks and
+ * the thread's last error (bt_checks.c), the lazily opened CUDA driver,
+ * per-context module cache and launch (bt_launch.c). Compiled into each
+ * package library next to the generated kernels.c; not installed, not part
+ * of the public ABI.
+ *
+ * Every function here is hidden, so two buildtile packages (possibly built
+ * by different buildtile versions) in one process never bind to each
+ * other's runtime.
+ */
+#ifndef BT_RUNTIME_H
+#define BT_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buildtile/abi.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define BT_INTERNAL __attribute__((visibility("hidden")))
+#define BT_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define BT_INTERNAL
+#define BT_PRINTF(fmt, args)
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Highest tensor rank a launcher accepts (the generator enforces it). */
+#define BT_MAX_RANK 8
+
+enum { BT_KIND_SLICE = 0, BT_KIND_TENSOR = 1 };
+enum { BT_ROLE_IN = 0, BT_ROLE_OUT = 1, BT_ROLE_INOUT = 2 };
+enum { BT_IMAGE_CUBIN = 0, BT_IMAGE_PTX = 1 };
+
+/* One embedded image: a cubin for one target, or PTX. */
+typedef struct bt_image {
+    const char* target;        /* "sm_90", "sm_90a" */
+    int kind;                  /* BT_IMAGE_CUBIN or BT_IMAGE_PTX */
+    int cc;                    /* 10 * major + minor */
+    int arch_specific;         /* an "a"/"f" target: usable on exactly this cc only */
+    const unsigned char* data; /* PTX is NUL-terminated */
+    size_t size;
+} bt_image;
+
+typedef struct bt_loaded bt_loaded; /* a module loaded in one context */
+
+/* One set of images holding one or more kernels' entries. */
+typedef struct bt_module {
+    const bt_image* images;    /* exact cubins first, PTX last */
+    int n_images;
+    const char* const* symbols; /* PTX entry names of the kernels in it */
+    int n_symbols;
+    const char* built_for;     /* "sm_80, sm_90 and PTX for sm_80", for messages */
+    bt_loaded* loaded;         /* one entry per context; grows, never shrinks */
+} bt_module;
+
+/* One buffer (slice or tensor) parameter, as declared. */
+typedef struct bt_param_spec {
+    const char* name;
+    int kind;                  /* BT_KIND_SLICE or BT_KIND_TENSOR */
+    int rank;
+    int role;                  /* BT_ROLE_* */
+    uint8_t code, bits;        /* DLPack dtype */
+    const char* type_name;     /* "DisjointSlice[f32]", for messages */
+} bt_param_spec;
+
+/* One kernel and its launch contract. */
+typedef struct bt_kernel {
+    bt_module* module;
+    int index;                 /* into module->symbols */
+    const char* name;          /* "example_kernels.ops.vecadd" */
+    uint32_t block[3];         /* the contract's block; zeros without a contract */
+    int index_dims;            /* 1, 2 or 3 when writes use index_Nd(); else 0 */
+    uint32_t dynamic_shared;   /* bytes the kernel needs */
+    int min_cc;                /* 10 * major + minor, or 0 */
+    const bt_param_spec* buffers; /* buffer parameters in declaration order */
+    int n_buffers;
+} bt_kernel;
+
+/* A checked buffer argument. */
+typedef struct bt_arg {
+    void* data;                /* DLTensor.data + byte_offset */
+    int64_t shape[BT_MAX_RANK];
+    int64_t strides[BT_MAX_RANK]; /* in elements, filled in when the DLTensor has none */
+    uintptr_t lo, hi;          /* bytes the kernel may touch: [lo, hi), empty when lo == hi */
+    int device_type, device_id;
+} bt_arg;
+
+/* Start a call: clears the thread's last error. */
+BT_INTERNAL void bt_begin(void);
+
+/* Record a failure for this thread and return `status`. `help`, when not
+ * NULL, is added as a "= help:" line, as the Python host prints it. */
+BT_INTERNAL int bt_fail(int status, const char* help, const char* fmt, ...) BT_PRINTF(3, 4);
+
+BT_INTERNAL const char* bt_last_error(void);
+
+/* Steps 1 to 3 of abi.h: launch configuration (block is NULL for a
+ * contract launch, the caller's block for an unsafe one), then every
+ * tensor in `tensors` (one per kernel->buffers entry) into `args`, then
+ * devices and aliasing. */
+BT_INTERNAL int bt_prepare(const bt_kernel* kernel, const bt_launch_config* cfg,
+                           const uint32_t* block, const DLTensor* const* tensors, bt_arg* args);
+
+/* A `requires` relation that does not hold; `values` names the terms and
+ * their values ("len(a) = 3, len(c) = 2"). */
+BT_INTERNAL int bt_fail_requires(const bt_kernel* kernel, const char* relation, int unevaluable,
+                                 const char* values_fmt, ...) BT_PRINTF(4, 5);
+
+/* Step 5 of abi.h: driver, context, image, device limits, launch. */
+BT_INTERNAL int bt_launch(const bt_kernel* kernel, const bt_launch_config* cfg,
+                          const uint32_t* block, const bt_arg* args, void** params);
+
+/* `requires` arithmetic over int64 with Python's floor semantics; sets
+ * *bad on overflow or division by zero (the relation then fails). */
+static inline int64_t bt_rq_add(int64_t a, int64_t b, int* bad)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) { *bad = 1; return 0; }
+    return r;
+}
+
+static inline int64_t bt_rq_sub(int64_t a, int64_t b, int* bad)
+{
+    int64_t r;
+    if (__builtin_sub_overflow(a, b, &r)) { *bad = 1; return 0; }
+    return r;
+}
+
+static inline int64_t bt_rq_mul(int64_t a, int64_t b, int* bad)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) { *bad = 1; return 0; }
+    return r;
+}
+
+static inline int64_t bt_rq_floordiv(int64_t a, int64_t b, int* bad)
+{
+    if (b == 0 || (a == INT64_MIN && b == -1)) { *bad = 1; return 0; }
+    int64_t q = a / b;
+    if (a % b != 0 && ((a < 0) != (b < 0))) q -= 1;
+    return q;
+}
+
+static inline int64_t bt_rq_mod(int64_t a, int64_t b, int* bad)
+{
+    if (b == 0) { *bad = 1; return 0; }
+    if (b == -1) return 0; /* also INT64_MIN % -1, which C leaves undefined */
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+
+/* Comparisons and `not` are functions too: written inline, a relation such
+ * as `(a == b) < 2` would draw -Wbool-compare or -Wtype-limits warnings. */
+static inline int64_t bt_rq_eq(int64_t a, int64_t b) { return a == b; }
+static inline int64_t bt_rq_ne(int64_t a, int64_t b) { return a != b; }
+static inline int64_t bt_rq_lt(int64_t a, int64_t b) { return a < b; }
+static inline int64_t bt_rq_le(int64_t a, int64_t b) { return a <= b; }
+static inline int64_t bt_rq_gt(int64_t a, int64_t b) { return a > b; }
+static inline int64_t bt_rq_ge(int64_t a, int64_t b) { return a >= b; }
+static inline int64_t bt_rq_not(int64_t a) { return a == 0; }
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* BT_RUNTIME_H */

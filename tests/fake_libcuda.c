@@ -1,0 +1,215 @@
+/*
+ * A stand-in for libcuda.so.1, for testing a package's shim library on a
+ * machine without a GPU (the shim opens it through BUILDTILE_LIBCUDA).
+ *
+ * It implements the driver entry points the shim resolves, records what
+ * the shim asks for (module loads, launches with their parameter bytes),
+ * and can be told which device to pretend to be. Tests read and set its
+ * state through ctypes: `fake` and the fake_* functions.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef int CUresult;
+
+#define FAKE_MAX_PARAMS 32
+#define FAKE_DEVICES 4
+
+struct fake_context {
+    int device;
+    unsigned long long id;
+};
+
+struct fake_function {
+    char name[128];
+};
+
+/* Everything a test configures or inspects. */
+struct fake_state {
+    /* configuration */
+    int cc_major, cc_minor;     /* of every device */
+    int device_count;
+    int init_result;            /* cuInit's answer */
+    int refuse_cubin;           /* cuModuleLoadDataEx refuses ELF images (209) */
+    int refuse_ptx;             /* ... and PTX text (222, with a JIT log) */
+    int param_count;            /* sizes of the next launch's parameters */
+    int param_sizes[FAKE_MAX_PARAMS];
+    /* observations */
+    int module_loads;
+    const unsigned char* last_image;
+    int primary_retains;
+    int launches;
+    char function[128];
+    unsigned grid[3], block[3], shared;
+    void* stream;
+    int set_attribute_value;    /* cuFuncSetAttribute's last value */
+    unsigned char params[FAKE_MAX_PARAMS][8];
+};
+
+struct fake_state fake = {9, 0, 2, 0, 0, 0, 0, {0}, 0, NULL, 0, 0, "", {0}, {0}, 0, NULL, 0, {{0}}};
+
+static struct fake_context contexts[FAKE_DEVICES];
+static struct fake_context* current;
+static struct fake_function functions[16];
+static int n_functions;
+static unsigned long long next_context_id = 1;
+
+/* Make device `device` current through a context of its own ("recreated":
+ * a new id, as a destroyed and created context would have). */
+void fake_make_current(int device, int recreated)
+{
+    if (device < 0) {
+        current = NULL;
+        return;
+    }
+    contexts[device].device = device;
+    if (contexts[device].id == 0 || recreated)
+        contexts[device].id = next_context_id++;
+    current = &contexts[device];
+}
+
+void fake_reset_observations(void)
+{
+    fake.module_loads = 0;
+    fake.last_image = NULL;
+    fake.primary_retains = 0;
+    fake.launches = 0;
+    fake.function[0] = '\0';
+    fake.param_count = 0; /* a test that reads parameters sets their sizes first */
+}
+
+CUresult cuInit(unsigned flags)
+{
+    (void)flags;
+    return fake.init_result;
+}
+
+CUresult cuGetErrorName(CUresult r, const char** name)
+{
+    *name = r == 209 ? "CUDA_ERROR_NO_BINARY_FOR_GPU"
+          : r == 222 ? "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"
+          : r == 100 ? "CUDA_ERROR_NO_DEVICE"
+          : "CUDA_ERROR_FAKE";
+    return 0;
+}
+
+CUresult cuGetErrorString(CUresult r, const char** text)
+{
+    *text = r == 100 ? "no CUDA-capable device is detected" : "an error of the fake driver";
+    return 0;
+}
+
+CUresult cuDeviceGet(int* device, int ordinal)
+{
+    if (ordinal < 0 || ordinal >= fake.device_count)
+        return 101; /* CUDA_ERROR_INVALID_DEVICE */
+    *device = ordinal;
+    return 0;
+}
+
+CUresult cuDeviceGetAttribute(int* value, int attribute, int device)
+{
+    (void)device;
+    switch (attribute) {
+    case 1: *value = 1024; return 0;                       /* threads per block */
+    case 2: case 3: *value = 1024; return 0;               /* block x, y */
+    case 4: *value = 64; return 0;                         /* block z */
+    case 5: *value = 2147483647; return 0;                 /* grid x */
+    case 6: case 7: *value = 65535; return 0;              /* grid y, z */
+    case 75: *value = fake.cc_major; return 0;
+    case 76: *value = fake.cc_minor; return 0;
+    case 97: *value = 227 * 1024; return 0;                /* shared memory, opted in */
+    default: return 1;
+    }
+}
+
+CUresult cuDevicePrimaryCtxRetain(struct fake_context** ctx, int device)
+{
+    fake.primary_retains++;
+    contexts[device].device = device;
+    if (contexts[device].id == 0)
+        contexts[device].id = next_context_id++;
+    *ctx = &contexts[device];
+    return 0;
+}
+
+CUresult cuCtxGetCurrent(struct fake_context** ctx)
+{
+    *ctx = current;
+    return 0;
+}
+
+CUresult cuCtxSetCurrent(struct fake_context* ctx)
+{
+    current = ctx;
+    return 0;
+}
+
+CUresult cuCtxGetDevice(int* device)
+{
+    if (current == NULL)
+        return 201; /* CUDA_ERROR_INVALID_CONTEXT */
+    *device = current->device;
+    return 0;
+}
+
+CUresult cuCtxGetId(struct fake_context* ctx, unsigned long long* id)
+{
+    *id = ctx->id;
+    return 0;
+}
+
+CUresult cuModuleLoadDataEx(void** module, const void* image, unsigned n, int* options, void** values)
+{
+    const int is_cubin = memcmp(image, "\x7f" "ELF", 4) == 0;
+    if (is_cubin ? fake.refuse_cubin : fake.refuse_ptx) {
+        for (unsigned i = 0; i < n; ++i)
+            if (options[i] == 5) /* CU_JIT_ERROR_LOG_BUFFER */
+                snprintf((char*)values[i], 64, "ptxas fatal: refused by the fake driver");
+        return is_cubin ? 209 : 222;
+    }
+    fake.module_loads++;
+    fake.last_image = image;
+    *module = (void*)image;
+    return 0;
+}
+
+CUresult cuModuleUnload(void* module)
+{
+    (void)module;
+    return 0;
+}
+
+CUresult cuModuleGetFunction(struct fake_function** f, void* module, const char* name)
+{
+    (void)module;
+    struct fake_function* out = &functions[n_functions++ % 16];
+    snprintf(out->name, sizeof out->name, "%s", name);
+    *f = out;
+    return 0;
+}
+
+CUresult cuFuncSetAttribute(struct fake_function* f, int attribute, int value)
+{
+    (void)f;
+    (void)attribute;
+    fake.set_attribute_value = value;
+    return 0;
+}
+
+CUresult cuLaunchKernel(struct fake_function* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned shared, void* stream, void** params, void** extra)
+{
+    (void)extra;
+    fake.launches++;
+    snprintf(fake.function, sizeof fake.function, "%s", f->name);
+    fake.grid[0] = gx, fake.grid[1] = gy, fake.grid[2] = gz;
+    fake.block[0] = bx, fake.block[1] = by, fake.block[2] = bz;
+    fake.shared = shared;
+    fake.stream = stream;
+    memset(fake.params, 0, sizeof fake.params);
+    for (int i = 0; i < fake.param_count && i < FAKE_MAX_PARAMS; ++i)
+        memcpy(fake.params[i], params[i], (size_t)fake.param_sizes[i]);
+    return 0;
+}
