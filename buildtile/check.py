@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from buildtile.backend import CompileOptions
-from buildtile.diagnostics import Diagnostic
+from buildtile.diagnostics import Diagnostic, unique
 from buildtile.discovery import KernelModule, find_kernels
 from buildtile.errors import CompileError
 from buildtile.plugins import backends as registered_backends
@@ -27,7 +27,7 @@ def check_file(path: str | Path, display_root: str | Path | None = None,
             backends[src.kind].impl.analyze(src, CompileOptions())
         except CompileError as err:
             diags.extend(err.diagnostics)
-    return len(sources), diags
+    return len(sources), unique(diags)
 
 
 def check_project(root: str | Path) -> tuple[int, list[Diagnostic]]:
@@ -47,4 +47,4 @@ def check_project(root: str | Path) -> tuple[int, list[Diagnostic]]:
             backends[src.kind].impl.analyze(src, CompileOptions(checks=project.settings.checks))
         except CompileError as err:
             diags.extend(err.diagnostics)
-    return len(sources), diags
+    return len(sources), unique(diags)

@@ -119,7 +119,7 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
             })
         manifest = {
             "manifest_version": manifest_io.MANIFEST_VERSION, "abi_version": ABI_VERSION,
-            "package": project.package, "buildtile_version": __version__,
+            "package": project.package, "package_version": project.version, "buildtile_version": __version__,
             "targets": targets, "ptx_target": ptx_target, "checks": settings.checks, "kernels": records,
         }
         (staging / manifest_io.MANIFEST_NAME).write_text(manifest_io.dumps(manifest))

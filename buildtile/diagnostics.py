@@ -65,6 +65,17 @@ def render(diag: Diagnostic) -> str:
     return "\n".join(out)
 
 
+def unique(diags: list[Diagnostic]) -> list[Diagnostic]:
+    """Drop repeats (a helper shared by two kernels reports its error once), keeping order."""
+    seen, out = set(), []
+    for d in diags:
+        key = (d.code, d.message, d.span)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
 def render_all(diags: list[Diagnostic]) -> str:
     text = "\n\n".join(render(d) for d in diags)
     errors = sum(1 for d in diags if d.severity == "error")

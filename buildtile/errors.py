@@ -38,9 +38,9 @@ class CompileError(BuildtileError):
     code = "BT0100"
 
     def __init__(self, diagnostics: list) -> None:
-        from buildtile.diagnostics import render_all
+        from buildtile.diagnostics import render_all, unique
 
-        self.diagnostics = list(diagnostics)
+        self.diagnostics = unique(list(diagnostics))
         first = self.diagnostics[0].code if self.diagnostics else "BT0100"
         super().__init__(render_all(self.diagnostics), code=first)
 

@@ -16,6 +16,7 @@ from buildtile.backend import CompileOptions
 from buildtile.check import check_file
 from buildtile.discovery import KernelModule, find_kernels
 from buildtile.plugins import backends
+from buildtile.toolchain.nvjitlink import ptx_to_cubin
 
 UI = Path(__file__).parent / "ui"
 FAIL = sorted((UI / "fail").glob("*.py"))
@@ -66,3 +67,4 @@ def test_must_pass_kernel_checks_clean_and_lowers(path):
         impl = registry[src.kind].impl
         ptx = impl.to_ptx(impl.analyze(src, CompileOptions()), "sm_80", CompileOptions())
         assert f".entry {path.stem}__{src.name}(" in ptx
+        assert ptx_to_cubin(ptx, "sm_80")[:4] == b"\x7fELF"

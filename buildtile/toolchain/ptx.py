@@ -43,7 +43,7 @@ def llvm_to_ptx(llvm_ir: str, target: str, opt_level: int = 3) -> str:
             module.verify()
         except RuntimeError as exc:
             raise ToolchainError(f"LLVM rejected the generated IR (a buildtile bug): {exc}") from None
-        if "@__nv_" in llvm_ir:
+        if any(fn.is_declaration and fn.name.startswith("__nv_") for fn in module.functions):
             link_libdevice(module, keep={fn.name for fn in module.functions if not fn.is_declaration})
         machine = llvm.Target.from_triple(module.triple).create_target_machine(
             cpu=target, features=PTX_FEATURES, opt=opt_level, codemodel="default",

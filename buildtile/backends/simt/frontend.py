@@ -212,6 +212,7 @@ class _KernelTyper:
         self.unsafe_depth = 0
         self.index_dims: set[int] = set()
         self.shared: dict[str, ir.Param] = {}
+        self.poisoned: set[str] = set()
 
     # ------------------------------------------------------------ reporting
     def error(self, code: str, node: ast.AST, message: str, label: str = "", help: str = "") -> None:
@@ -245,7 +246,7 @@ class _KernelTyper:
         if fn.returns is not None and not (isinstance(fn.returns, ast.Constant) and fn.returns.value is None):
             self.error("BT0308", fn.returns, "kernels return nothing",
                        help="write results into a DisjointSlice or DisjointTensor parameter")
-        body = self.block(fn.body)
+        body = self.copy_reassigned_params(fn, params) + self.block(fn.body)
         if len(self.index_dims) > 1:
             self.error("BT0499", fn, "kernel mixes thread indices of different dimensions "
                        f"({', '.join(f'index_{d}d' for d in sorted(self.index_dims))})",
@@ -278,13 +279,25 @@ class _KernelTyper:
             if self.ret is None:
                 self.error("BT0308", fn.returns, f"device function `{fn.name}` must return a scalar type")
                 self.ret = VOID
-        body = self.block(fn.body)
+        body = self.copy_reassigned_params(fn, params) + self.block(fn.body)
         if self.ret != VOID and not (body and isinstance(body[-1], ir.Return)):
             self.error("BT0308", fn, f"device function `{fn.name}` must end with `return <{self.ret}>`",
                        help="every path of a function with a result returns a value")
         local_types = {name: self._final_type(loc.ty) for name, loc in self.locals.items()}
         self._finalize(body)
         return ir.FunctionIR(fn.name, params, local_types, body, self.ret)
+
+    def copy_reassigned_params(self, fn: ast.FunctionDef, params: list[ir.Param]) -> list[ir.Stmt]:
+        """A scalar parameter assigned in the body is a local copy, as in Python."""
+        assigned = set()
+        for stmt in fn.body:
+            assigned |= _assigned_names(stmt, deep=True)
+        copies = []
+        for p in params:
+            if p.name in assigned and isinstance(p.ty, Scalar):
+                self.locals[p.name] = _Local(p.ty)
+                copies.append(ir.Assign(name=p.name, value=ir.ParamRef(p.ty, name=p.name, src=p.src), src=p.src))
+        return copies
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: list[ast.stmt]) -> list[ir.Stmt]:
@@ -293,6 +306,8 @@ class _KernelTyper:
             try:
                 result = self.stmt(stmt)
             except _Abort:
+                # names this statement failed to bind are poisoned: their later uses stay quiet
+                self.poisoned.update(_assigned_names(stmt) - set(self.locals))
                 continue
             if result is None:
                 continue
@@ -367,9 +382,10 @@ class _KernelTyper:
 
     def bind(self, target: ast.Name, value: ir.Expr, node: ast.stmt):
         name = target.id
-        if name in self.params:
+        if name in self.params and name not in self.locals:
             self.fail("BT0594", target, f"cannot assign to parameter `{name}`",
-                      label="parameters are immutable", help="bind the value to a new local name")
+                      label=f"`{name}` is a {self.params[name].ty}, a borrowed view",
+                      help="bind the value to a new local name")
         if name in self.consts or name in self.ns:
             self.fail("BT0308", target, f"cannot assign to `{name}`: it names a module-level constant or import",
                       help="use a different local name")
@@ -522,6 +538,8 @@ class _KernelTyper:
 
     def expr_Name(self, node: ast.Name):
         name = node.id
+        if name in self.poisoned and name not in self.locals:
+            raise _Abort  # its binding already failed with a diagnostic
         if name in self.locals:
             local = self.locals[name]
             return ir.Var(local.ty, name=name, src=node)
@@ -903,6 +921,20 @@ class _KernelTyper:
                     e.value = float(e.value) if e.ty.is_float else int(e.value)
             elif isinstance(e, ir.Var):
                 e.ty = self._final_type(self.locals[e.name].ty) if e.name in self.locals else e.ty
+
+
+def _assigned_names(stmt: ast.stmt, deep: bool = False) -> set[str]:
+    """Plain names a statement binds (``deep``: in nested blocks too)."""
+    if deep:
+        nodes = ast.walk(stmt)
+    else:
+        nodes = []
+        if isinstance(stmt, ast.Assign):
+            nodes = [n for t in stmt.targets for n in ast.walk(t)]
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For)):
+            nodes = list(ast.walk(stmt.target))
+    names = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return names
 
 
 def _is_intlike(ty) -> bool:

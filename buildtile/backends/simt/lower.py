@@ -93,6 +93,8 @@ _SREG = {"thread_idx": "tid", "block_idx": "ctaid", "block_dim": "ntid", "grid_d
 _LLVM_MATH = {"sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "fma": "llvm.fma", "min": "llvm.minnum",
               "max": "llvm.maxnum", "floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc",
               "copysign": "llvm.copysign"}
+#: simt.shfl_<mode> -> PTX shfl mode (xor is PTX's butterfly)
+_SHFL_MODE = {"down": "down", "xor": "bfly", "idx": "idx"}
 #: our names whose libdevice names differ (Python's round() rounds half to even, as rint)
 _LIBDEVICE_NAME = {"round": "rint"}
 
@@ -523,7 +525,7 @@ class _Lowering:
 
     def shuffle(self, mode: str, ty: Scalar, value: lir.Value, lane: lir.Value) -> lir.Value:
         # all 32 lanes take part; clamp 0x1f as CUDA's __shfl_*_sync with width 32
-        text = f"shfl.sync.{mode}.b32 $0, $1, $2, 0x1f, 0xffffffff;"
+        text = f"shfl.sync.{_SHFL_MODE[mode]}.b32 $0, $1, $2, 0x1f, 0xffffffff;"
         if ty.bits == 32:
             as_int = value if ty.is_int else self.b.bitcast(value, I32T)
             out = self.b.call(lir.InlineAsm(lir.FunctionType(I32T, [I32T, I32T]), text, "=r,r,r", side_effect=True), [as_int, lane])

@@ -8,6 +8,9 @@ The rules, in the spirit of Rust's borrow checker:
   Witness locals are immutable (the typer enforces BT0384), so a ``Var`` of
   witness type here is always the thread's own, unmodified index.
 * ``AtomicSlice`` elements change only through atomic methods (BT0594).
+* Inside ``with simt.unsafe():`` the programmer vouches for disjointness: a
+  disjoint parameter may be indexed by anything there (a block writing its
+  tile of a transpose, one result per block). Read-only stays read-only.
 """
 
 from __future__ import annotations
@@ -52,14 +55,14 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
                 elif ty.access == "atomic":
                     report("BT0594", stmt.src, f"cannot assign to `{stmt.param}[...]`: AtomicSlice elements change only through atomic operations",
                            "plain store to an AtomicSlice", f"use `{stmt.param}.atomic_exchange(i, v)` or `{stmt.param}.atomic_add(i, v)`")
-                else:
+                elif not unsafe:
                     _check_own_index(stmt.param, ty, stmt.indices, stmt.src, "write", report)
             own_exprs = [v for v in vars(stmt).values()
                          if isinstance(v, ir.Expr) or (isinstance(v, list) and v and isinstance(v[0], ir.Expr))]
             for expr in ir.walk_exprs(own_exprs):
                 if isinstance(expr, ir.Load):
                     ty = params[expr.param]
-                    if ty.access == "disjoint":
+                    if ty.access == "disjoint" and not unsafe:
                         _check_own_index(expr.param, ty, expr.indices, expr.src, "read", report)
                     elif ty.access == "shared" and not unsafe:
                         outside_unsafe(expr.src, f"reading shared array `{expr.param}`")

@@ -1,10 +1,10 @@
 # expect: BT0594 8:5
 from buildtile import simt
-from buildtile.types import AtomicSlice, DisjointSlice, DisjointTensor, Slice, Tensor, f32, f64, i32, i64, u32
+from buildtile.types import DisjointSlice, Slice, f32
 
 
 @simt.kernel(block=256)
-def k(n: i64, c: DisjointSlice[f32]):
-    n = 3
+def k(a: Slice[f32], b: Slice[f32], c: DisjointSlice[f32]):
+    a = b
     i = simt.index_1d()
-    c[i] = 1.0
+    c[i] = a[i]

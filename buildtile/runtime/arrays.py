@@ -1,0 +1,333 @@
+"""One view of any array argument: pointer, shape, strides, dtype, device.
+
+:func:`array_view` turns whatever the caller passed (a PyTorch tensor, a
+CuPy array, a buildtile :class:`~buildtile.runtime.DeviceArray`, anything
+with ``__cuda_array_interface__`` or ``__dlpack__``) into an
+:class:`ArrayView`. It never launches anything and never talks to the CUDA
+driver: a pointer whose device only the driver knows (a plain
+``__cuda_array_interface__`` carries no device id) comes back with
+``device=None`` and is resolved later, after every check that needs no
+driver has passed.
+
+The extractor for a type is chosen once per type and cached, so the launch
+path pays one dict lookup per argument. Native fast paths exist for
+PyTorch and CuPy (reading their attributes is several times cheaper than
+building their interface dicts, and PyTorch refuses the CUDA array
+interface for tensors that require grad); the generic protocols cover
+everything else, preferring the CUDA array interface over DLPack because
+it needs no capsule.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from buildtile.runtime import dlpack
+from buildtile.runtime.dtypes import display_name, from_dlpack, from_torch, from_typestr
+
+#: where an array's memory lives, as far as the view alone can tell
+DEVICE, HOST, UNKNOWN = "device", "host", "unknown"
+
+
+class ArrayView:
+    """A borrowed description of one array argument (strides in elements).
+
+    Built on every launch for every array argument, so construction is
+    positional and the optional facts have defaults.
+    """
+
+    __slots__ = (
+        "obj", "ptr", "shape", "strides", "dtype", "itemsize", "device", "memory", "origin",
+        "stream", "read_only", "problem", "keepalive", "location", "lo", "hi",
+    )
+
+    def __init__(
+        self,
+        obj: object,
+        ptr: int,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        dtype: str,
+        itemsize: int,
+        device: int | None,
+        memory: str,
+        origin: str,
+        stream: int | None = None,
+        read_only: bool = False,
+        problem: str | None = None,
+        keepalive: object = None,
+        location: str | None = None,
+    ) -> None:
+        self.obj = obj              # the caller's object (identity for aliasing messages)
+        self.ptr = ptr              # address of element [0, 0, ...]
+        self.shape = shape
+        self.strides = strides      # in elements; meaningless when ``problem`` is set
+        self.dtype = dtype          # ABI dtype name, or a readable foreign name
+        self.itemsize = itemsize
+        self.device = device        # CUDA ordinal; None until the driver resolves it
+        self.memory = memory        # DEVICE, HOST or UNKNOWN
+        self.origin = origin        # "tensor", "array" ... for messages
+        self.stream = stream        # producer stream to wait on (CAI v3), if any
+        self.read_only = read_only
+        self.problem = problem      # a layout we cannot pass at all (byte strides not in elements)
+        self.keepalive = keepalive  # a DLPack capsule that must outlive the launch
+        self.location = location    # "on cpu", "in host memory" ... for messages
+        # ``lo``/``hi``: the byte interval [lo, hi) the kernel may touch, set when the view
+        # is accepted for a parameter; (0, 0) when empty, so it never overlaps anything
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def is_empty(self) -> bool:
+        return 0 in self.shape
+
+    def is_contiguous(self) -> bool:
+        """Row-major contiguous (dimensions of extent 1 may have any stride)."""
+        expected = 1
+        for extent, stride in zip(reversed(self.shape), reversed(self.strides)):
+            if extent != 1 and stride != expected:
+                return False
+            expected *= extent
+        return True
+
+    def overlaps_itself(self) -> bool:
+        """Whether two different indices reach the same element (a broadcast, say)."""
+        if self.is_empty():
+            return False
+        dims = sorted((abs(s), n) for n, s in zip(self.shape, self.strides) if n > 1)
+        reach = 0  # furthest element offset reachable by the smaller dims
+        for stride, extent in dims:
+            if stride <= reach:
+                return True
+            reach += stride * (extent - 1)
+        return False
+
+    def byte_range(self) -> tuple[int, int]:
+        """The half-open byte interval ``[lo, hi)`` that the view can touch (empty: lo == hi)."""
+        if self.is_empty():
+            return self.ptr, self.ptr
+        lo = hi = 0
+        for extent, stride in zip(self.shape, self.strides):
+            span = (extent - 1) * stride * self.itemsize
+            if span < 0:
+                lo += span
+            else:
+                hi += span
+        return self.ptr + lo, self.ptr + hi + self.itemsize
+
+    def describe(self) -> str:
+        """``float64 array of shape (10,)`` — what the caller passed, for messages."""
+        text = f"{display_name(self.dtype)} {self.origin} of shape {tuple(self.shape)}"
+        if self.location:
+            text += f" {self.location}"
+        return text
+
+
+Extractor = Callable[[object, int], "ArrayView | None"]
+
+#: type -> extractor; None means "not an array" (a scalar, or an unsupported object)
+_EXTRACTORS: dict[type, Extractor | None] = {}
+
+
+def register_extractor(cls: type, extractor: Extractor) -> None:
+    """Use ``extractor(obj, stream)`` for instances of exactly ``cls``."""
+    _EXTRACTORS[cls] = extractor
+
+
+def array_view(obj: object, stream: int) -> ArrayView | None:
+    """The view of ``obj``, or None when ``obj`` is not an array of any kind we know.
+
+    ``stream`` is the launch stream's handle; DLPack producers are asked to
+    make their data ready on it. Raises ``ValueError`` (with the producer's
+    own words) when an array-like object fails to describe itself.
+    """
+    try:
+        extractor = _EXTRACTORS[type(obj)]
+    except KeyError:
+        extractor = choose_extractor(type(obj))
+    if extractor is None:
+        return None
+    return extractor(obj, stream)
+
+
+def choose_extractor(cls: type) -> Extractor | None:
+    """Pick (and cache) the extractor for instances of ``cls``."""
+    extractor = _EXTRACTORS[cls] = _classify(cls)
+    return extractor
+
+
+def _classify(cls: type) -> Extractor | None:
+    module = cls.__module__ or ""
+    root = module.partition(".")[0]
+    if root == "torch" and _is_subclass_of(cls, "torch", "Tensor"):
+        return _torch_view
+    if root == "cupy" and _is_subclass_of(cls, "cupy", "ndarray"):
+        return _cupy_view
+    if root == "numpy" and _is_subclass_of(cls, "numpy", "ndarray"):
+        return _numpy_view
+    if issubclass(cls, (int, float, complex, str, bytes)) or (
+        root == "numpy" and _is_subclass_of(cls, "numpy", "generic")
+    ):
+        return None
+    if hasattr(cls, "__cuda_array_interface__"):
+        return _cai_view
+    if hasattr(cls, "__dlpack__") and hasattr(cls, "__dlpack_device__"):
+        return _dlpack_view
+    # instances may carry the interface as an instance attribute
+    return _instance_protocol_view
+
+
+def _is_subclass_of(cls: type, module_name: str, class_name: str) -> bool:
+    module = sys.modules.get(module_name)
+    base = getattr(module, class_name, None) if module is not None else None
+    return isinstance(base, type) and issubclass(cls, base)
+
+
+# ------------------------------------------------------------------ generic protocols
+
+def _cai_view(obj: object, stream: int) -> ArrayView:
+    try:
+        cai = obj.__cuda_array_interface__
+    except AttributeError as exc:  # a property that refuses (e.g. torch with requires_grad)
+        raise ValueError(f"its __cuda_array_interface__ is unavailable: {exc}") from None
+    return view_from_cai(obj, cai)
+
+
+_TYPESTR_CACHE: dict[str, tuple[str, int]] = {}
+
+
+def view_from_cai(obj: object, cai: dict, origin: str = "array") -> ArrayView:
+    """Build a view from a CUDA array interface dict (versions 2 and 3)."""
+    try:
+        ptr, read_only = cai["data"]
+        shape = tuple(int(n) for n in cai["shape"])
+        typestr = cai["typestr"]
+        byte_strides = cai.get("strides")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"malformed __cuda_array_interface__ ({type(exc).__name__}: {exc})") from None
+    if cai.get("mask") is not None:
+        raise ValueError("masked arrays (__cuda_array_interface__ with a mask) are not supported")
+    try:
+        dtype, itemsize = _TYPESTR_CACHE[typestr]
+    except KeyError:
+        dtype, itemsize = _TYPESTR_CACHE[typestr] = from_typestr(typestr)
+    strides, problem = _element_strides(shape, byte_strides, itemsize)
+    stream = cai.get("stream")
+    if stream is not None and not isinstance(stream, int):
+        raise ValueError(f"malformed __cuda_array_interface__: stream {stream!r} is not an integer")
+    return ArrayView(obj, int(ptr or 0), shape, strides, dtype, itemsize, None, UNKNOWN, origin,
+                     stream, bool(read_only), problem)
+
+
+def _element_strides(shape, byte_strides, itemsize) -> tuple[tuple[int, ...], str | None]:
+    if byte_strides is None:
+        return _contiguous_strides(shape), None
+    byte_strides = tuple(int(s) for s in byte_strides)
+    if len(byte_strides) != len(shape):
+        raise ValueError(f"malformed array description: {len(shape)} extents but {len(byte_strides)} strides")
+    if any(s % itemsize for s in byte_strides):
+        return byte_strides, f"byte strides {byte_strides} are not multiples of the element size {itemsize}"
+    return tuple(s // itemsize for s in byte_strides), None
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = []
+    step = 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides))
+
+
+def _dlpack_view(obj: object, stream: int) -> ArrayView:
+    device_type, device_id = obj.__dlpack_device__()
+    device_type, device_id = int(device_type), int(device_id)
+    if device_type not in (dlpack.KDL_CUDA, dlpack.KDL_CUDA_MANAGED):
+        where = dlpack.DEVICE_TYPE_NAMES.get(device_type, f"DLPack device type {device_type}")
+        view = _host_view(obj, "array", f"on {where}")
+        try:
+            view.dtype, view.itemsize = _typestr(obj.dtype.str)  # NumPy-like producers
+        except (AttributeError, TypeError, ValueError):
+            pass
+        return view
+    # the protocol encodes the legacy default stream as 1 (0 is ambiguous)
+    capsule = dlpack.export_capsule(obj, stream if stream else 1)
+    try:
+        t = dlpack.read_capsule(capsule)
+    except dlpack.DLPackError as exc:
+        raise ValueError(str(exc)) from None
+    dtype, itemsize = from_dlpack(t.dtype_code, t.dtype_bits, t.dtype_lanes)
+    strides = t.strides if t.strides is not None else _contiguous_strides(t.shape)
+    return ArrayView(obj, t.data, t.shape, strides, dtype, itemsize, t.device_id, DEVICE, "array",
+                     None, t.read_only or t.is_copied, None, capsule)
+
+
+def _instance_protocol_view(obj: object, stream: int) -> ArrayView | None:
+    if hasattr(obj, "__cuda_array_interface__"):
+        return _cai_view(obj, stream)
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        return _dlpack_view(obj, stream)
+    return None
+
+
+def _host_view(obj: object, origin: str, location: str) -> ArrayView:
+    try:
+        shape = tuple(int(n) for n in getattr(obj, "shape", ()) or ())
+    except (TypeError, ValueError):
+        shape = ()
+    return ArrayView(obj, 0, shape, (), "unknown", 1, None, HOST, origin, None, False, None, None, location)
+
+
+# ------------------------------------------------------------------ native fast paths
+
+_TORCH_DTYPES: dict[object, tuple[str, int]] = {}
+
+
+def _torch_view(t, stream: int) -> ArrayView:
+    device = t.get_device()  # -1 for CPU tensors
+    torch_dtype = t.dtype
+    try:
+        dtype, itemsize = _TORCH_DTYPES[torch_dtype]
+    except KeyError:
+        dtype, itemsize = _TORCH_DTYPES[torch_dtype] = from_torch(torch_dtype)
+    if device < 0 or not t.is_cuda:
+        view = _host_view(t, "tensor", f"on {t.device}")
+        view.dtype, view.itemsize = dtype, itemsize
+        return view
+    # torch.Size is a tuple; it is used as is
+    return ArrayView(t, t.data_ptr(), t.shape, t.stride(), dtype, itemsize, device, DEVICE, "tensor")
+
+
+_NUMPY_DTYPES: dict[object, tuple[str, int]] = {}
+
+
+def _cupy_view(a, stream: int) -> ArrayView:
+    numpy_dtype = a.dtype
+    try:
+        dtype, itemsize = _NUMPY_DTYPES[numpy_dtype]
+    except KeyError:
+        dtype, itemsize = _NUMPY_DTYPES[numpy_dtype] = from_typestr(numpy_dtype.str)
+    byte_strides = a.strides
+    if len(byte_strides) == 1 and byte_strides[0] == itemsize:
+        strides, problem = (1,), None
+    else:
+        strides, problem = _element_strides(a.shape, byte_strides, itemsize)
+    memory = a.data
+    return ArrayView(a, memory.ptr, a.shape, strides, dtype, itemsize, memory.device_id, DEVICE, "array",
+                     None, False, problem)
+
+
+def _numpy_view(a, stream: int) -> ArrayView:
+    view = _host_view(a, "NumPy array", "in host memory")
+    view.dtype, view.itemsize = _typestr(a.dtype.str)
+    return view
+
+
+def _typestr(typestr: str) -> tuple[str, int]:
+    try:
+        return _TYPESTR_CACHE[typestr]
+    except KeyError:
+        result = _TYPESTR_CACHE[typestr] = from_typestr(typestr)
+        return result

@@ -1,0 +1,184 @@
+"""Launch configurations checked against a kernel's contract and CUDA's limits.
+
+Pure functions over plain values: nothing here talks to the driver, so every
+refusal can be tested without a GPU. The device-dependent part (compute
+capability) takes the device's capability as an argument.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+
+from buildtile.errors import BuildtileError, ContractError
+
+#: CUDA's grid limits for every device of compute capability >= 3.0
+MAX_GRID = (2**31 - 1, 65535, 65535)
+#: CUDA's block limits for every device of compute capability >= 3.0
+MAX_BLOCK = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+
+Dim3 = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class LaunchContract:
+    """A kernel's declared launch contract, read from its manifest record."""
+
+    block: Dim3 | None               # None: no contract, unsafe_launch only
+    index_dims: int                  # 0: no index_Nd() write; else 1, 2 or 3
+    dynamic_shared: int              # bytes of dynamic shared memory each launch gets
+    min_compute_capability: tuple[int, int] | None
+
+    @classmethod
+    def from_record(cls, record: dict | None, where: str) -> LaunchContract:
+        record = record or {}
+        try:
+            block = record.get("block")
+            block3 = dim3(block, "block") if block is not None else None
+            index_dims = int(record.get("index_dims") or 0)
+            dynamic_shared = int(record.get("dynamic_shared") or 0)
+            min_cc = parse_compute_capability(record.get("min_compute_capability"))
+        except (ValueError, TypeError, ContractError) as exc:
+            raise BuildtileError(
+                f"{where}: the launch contract in the manifest cannot be read: {exc}",
+                code="BT0621",
+                help="rebuild the package with the buildtile that is installed",
+            ) from None
+        if index_dims not in (0, 1, 2, 3):
+            raise BuildtileError(f"{where}: index_dims {index_dims} is not 0, 1, 2 or 3", code="BT0621")
+        return cls(block3, index_dims, dynamic_shared, min_cc)
+
+
+def dim3(value, what: str) -> Dim3:
+    """Normalise an int or a sequence of 1-3 ints into an (x, y, z) triple (no range checks)."""
+    if isinstance(value, bool):
+        raise ContractError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    try:
+        return (operator.index(value), 1, 1)
+    except TypeError:
+        pass
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise ContractError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}") from None
+    if not 1 <= len(items) <= 3 or any(isinstance(v, bool) for v in items):
+        raise ContractError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    try:
+        dims = tuple(operator.index(v) for v in items)
+    except TypeError:
+        raise ContractError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}") from None
+    return dims + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+def parse_compute_capability(value) -> tuple[int, int] | None:
+    """``"sm_80"``, ``"8.0"``, ``"80"``, ``80``, ``(8, 0)`` -> ``(8, 0)``; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return int(value[0]), int(value[1])
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value // 10, value % 10) if value >= 10 else (value, 0)
+    if isinstance(value, str):
+        match = re.fullmatch(r"(?:sm_|compute_)?(\d+)(?:\.(\d+))?[af]?", value.strip())
+        if match:
+            major, minor = match.groups()
+            if minor is not None:
+                return int(major), int(minor)
+            number = int(major)
+            return (number // 10, number % 10) if number >= 10 else (number, 0)
+    raise ValueError(f"not a compute capability: {value!r}")
+
+
+def _fmt(dims: Dim3) -> str:
+    return f"({dims[0]}, {dims[1]}, {dims[2]})"
+
+
+def check_grid(grid: Dim3, kernel: str) -> None:
+    for axis, (n, limit) in enumerate(zip(grid, MAX_GRID)):
+        if n < 1:
+            raise ContractError(
+                f"launch contract violated: kernel `{kernel}` got grid {_fmt(grid)}, "
+                f"but every grid dimension must be at least 1 (axis {'xyz'[axis]} is {n})",
+                help="an empty problem needs no launch; skip it on the host",
+            )
+        if n > limit:
+            raise ContractError(
+                f"launch contract violated: kernel `{kernel}` got grid {_fmt(grid)}, "
+                f"but CUDA allows at most {limit} blocks along {'xyz'[axis]}",
+                help="cover the rest with a loop on the host or a grid-stride loop in the kernel",
+            )
+
+
+def check_block_limits(block: Dim3, kernel: str) -> None:
+    for axis, (n, limit) in enumerate(zip(block, MAX_BLOCK)):
+        if not 1 <= n <= limit:
+            raise ContractError(
+                f"launch contract violated: kernel `{kernel}` got block {_fmt(block)}, "
+                f"but a block's {'xyz'[axis]} dimension must be between 1 and {limit}"
+            )
+    threads = block[0] * block[1] * block[2]
+    if threads > MAX_THREADS_PER_BLOCK:
+        raise ContractError(
+            f"launch contract violated: kernel `{kernel}` got block {_fmt(block)} "
+            f"({threads} threads), but CUDA allows at most {MAX_THREADS_PER_BLOCK} threads per block"
+        )
+
+
+def check_launch_config(contract: LaunchContract, kernel: str, grid, block=None) -> tuple[Dim3, Dim3]:
+    """Validate ``grid``/``block`` against ``contract``; return them as (x, y, z) triples."""
+    if contract.block is None:
+        raise ContractError(
+            f"kernel `{kernel}` has no launch contract (no block shape was declared), "
+            "so it can only be launched with `unsafe_launch`",
+            help=f"declare one with `@simt.kernel(block=...)`, or call "
+                 f"`{kernel}.unsafe_launch(grid, block, *args)` and take responsibility for the configuration",
+        )
+    grid3 = dim3(grid, "grid")
+    if block is not None:
+        block3 = dim3(block, "block")
+        if block3 != contract.block:
+            raise ContractError(
+                f"launch contract violated: kernel `{kernel}` is compiled for block {_fmt(contract.block)}, "
+                f"got block {_fmt(block3)}",
+                help="leave `block` out to use the contract's block shape",
+            )
+    block3 = contract.block
+    check_block_limits(block3, kernel)
+    check_grid(grid3, kernel)
+    if contract.index_dims == 1 and (grid3[1] != 1 or grid3[2] != 1):
+        raise ContractError(
+            f"launch contract violated: kernel `{kernel}` indexes its writes with `index_1d()`, "
+            f"so its grid must be 1-D, got grid {_fmt(grid3)}",
+            help=f"launch `{kernel}[n_blocks]`; to pass a block as well, write "
+                 f"`{kernel}[n_blocks, ({contract.block[0]},)]` or use `{kernel}.prepare(grid=..., block=...)`",
+        )
+    if contract.index_dims == 2 and grid3[2] != 1:
+        raise ContractError(
+            f"launch contract violated: kernel `{kernel}` indexes its writes with `index_2d()`, "
+            f"so its grid must have z == 1, got grid {_fmt(grid3)}"
+        )
+    return grid3, block3
+
+
+def check_unsafe_config(kernel: str, grid, block) -> tuple[Dim3, Dim3]:
+    """Only CUDA's own limits: the configuration is the caller's responsibility."""
+    grid3, block3 = dim3(grid, "grid"), dim3(block, "block")
+    check_block_limits(block3, kernel)
+    check_grid(grid3, kernel)
+    return grid3, block3
+
+
+def check_compute_capability(
+    contract: LaunchContract, kernel: str, device: int, capability: tuple[int, int]
+) -> None:
+    """Refuse a device below the contract's ``min_compute_capability``."""
+    need = contract.min_compute_capability
+    if need is not None and tuple(capability) < need:
+        raise ContractError(
+            f"launch contract violated: kernel `{kernel}` needs compute capability "
+            f"{need[0]}.{need[1]} or newer, but device {device} is {capability[0]}.{capability[1]} "
+            f"(sm_{capability[0]}{capability[1]})",
+            help="run it on a newer GPU",
+        )

@@ -1,0 +1,166 @@
+"""A minimal GPU array, for hosts that have neither PyTorch nor CuPy.
+
+:class:`DeviceArray` owns one ``cuMemAlloc`` allocation in a device's
+primary context (so PyTorch, CuPy and buildtile kernels all see it), is
+C-contiguous, and exposes ``__cuda_array_interface__`` (version 3) so any
+consumer can read it. Copies to and from NumPy are synchronous.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from buildtile.errors import BuildtileError
+from buildtile.runtime.arrays import DEVICE, ArrayView, register_extractor
+from buildtile.runtime.driver import get_driver
+from buildtile.runtime.dtypes import from_typestr
+from buildtile.runtime.streams import stream_handle
+
+#: ABI dtype names accepted wherever a NumPy dtype is
+_NUMPY_DTYPES = {
+    "bool": np.bool_, "i32": np.int32, "i64": np.int64, "u32": np.uint32, "u64": np.uint64,
+    "f16": np.float16, "f32": np.float32, "f64": np.float64,
+}
+
+
+def _numpy_dtype(dtype) -> np.dtype:
+    if dtype == "bf16":
+        raise BuildtileError("DeviceArray cannot hold bf16: NumPy has no bfloat16 dtype; use PyTorch for bf16")
+    try:
+        return np.dtype(_NUMPY_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+    except TypeError as exc:
+        raise BuildtileError(f"DeviceArray: {dtype!r} is not a dtype ({exc})") from None
+
+
+def _shape(shape) -> tuple[int, ...]:
+    try:
+        dims = (operator.index(shape),)
+    except TypeError:
+        try:
+            dims = tuple(operator.index(n) for n in shape)
+        except TypeError:
+            raise BuildtileError(f"DeviceArray: shape must be an int or a tuple of ints, got {shape!r}") from None
+    if any(n < 0 for n in dims):
+        raise BuildtileError(f"DeviceArray: shape must not be negative, got {dims}")
+    return dims
+
+
+class DeviceArray:
+    """A C-contiguous array in GPU memory, owned by this object."""
+
+    def __init__(self, shape, dtype="f32", device: int = 0) -> None:
+        """Allocate an uninitialised array (same as :meth:`empty`)."""
+        self.shape: tuple[int, ...] = _shape(shape)
+        self.dtype: np.dtype = _numpy_dtype(dtype)
+        self.device = operator.index(device)
+        self.size = math.prod(self.shape)
+        self.nbytes = self.size * self.dtype.itemsize
+        self.ptr = 0
+        # what a launch reads, computed once: ABI dtype and strides in elements
+        self._abi_dtype = from_typestr(self.dtype.str)
+        self._element_strides = tuple(s // self.dtype.itemsize for s in self.strides)
+        driver = get_driver()
+        self._context = driver.context(self.device)
+        self.ptr = driver.mem_alloc(self._context, self.nbytes)
+
+    # ------------------------------------------------------------------ constructors
+
+    @classmethod
+    def empty(cls, shape, dtype="f32", device: int = 0) -> DeviceArray:
+        return cls(shape, dtype, device)
+
+    @classmethod
+    def zeros(cls, shape, dtype="f32", device: int = 0) -> DeviceArray:
+        array = cls(shape, dtype, device)
+        get_driver().memset_d8(array._context, array.ptr, 0, array.nbytes)
+        return array
+
+    @classmethod
+    def from_numpy(cls, array, device: int = 0) -> DeviceArray:
+        """A device copy of ``array`` (any NumPy array; it is made contiguous first)."""
+        host = np.ascontiguousarray(array)
+        result = cls(host.shape, host.dtype, device)
+        get_driver().memcpy_htod(result._context, result.ptr, host.ctypes.data, result.nbytes)
+        return result
+
+    # ------------------------------------------------------------------ copies
+
+    def to_numpy(self, stream=None) -> np.ndarray:
+        """A host copy. Work on the legacy default stream is finished first; pass ``stream``
+        to also wait for a launch queued on another stream."""
+        driver = get_driver()
+        if stream is not None:
+            driver.stream_synchronize(self._context, stream_handle(stream))
+        host = np.empty(self.shape, self.dtype)
+        driver.memcpy_dtoh(self._context, host.ctypes.data, self.ptr, self.nbytes)
+        return host
+
+    def copy_from_numpy(self, array) -> None:
+        host = np.ascontiguousarray(array, dtype=self.dtype)
+        if host.shape != self.shape:
+            raise BuildtileError(f"DeviceArray: cannot copy shape {host.shape} into shape {self.shape}")
+        get_driver().memcpy_htod(self._context, self.ptr, host.ctypes.data, self.nbytes)
+
+    def fill_bytes(self, value: int) -> None:
+        """Set every byte to ``value`` (0..255), e.g. to poison an output before a test."""
+        get_driver().memset_d8(self._context, self.ptr, value & 0xFF, self.nbytes)
+
+    # ------------------------------------------------------------------ protocol
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Byte strides, as NumPy reports them."""
+        strides, step = [], self.dtype.itemsize
+        for extent in reversed(self.shape):
+            strides.append(step)
+            step *= max(extent, 1)
+        return tuple(reversed(strides))
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {
+            "version": 3,
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self.ptr, False),
+            "strides": None,
+            "stream": None,  # allocation and copies are synchronous: nothing to wait for
+        }
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d DeviceArray")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+
+    # ------------------------------------------------------------------ lifetime
+
+    def free(self) -> None:
+        """Release the memory now (also done when the object is collected)."""
+        ptr, self.ptr = self.ptr, 0
+        if ptr:
+            get_driver().mem_free(self._context, ptr)
+
+    def __del__(self) -> None:
+        try:
+            self.free()
+        except Exception:  # interpreter shutdown, or the context is already gone
+            pass
+
+
+def _device_array_view(array: DeviceArray, stream: int) -> ArrayView:
+    dtype, itemsize = array._abi_dtype
+    return ArrayView(array, array.ptr, array.shape, array._element_strides, dtype, itemsize,
+                     array.device, DEVICE, "DeviceArray")
+
+
+register_extractor(DeviceArray, _device_array_view)

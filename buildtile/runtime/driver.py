@@ -1,0 +1,361 @@
+"""The only module that calls the CUDA driver (through ``cuda.bindings.driver``).
+
+Everything above this layer — argument checks, contracts, image choice —
+is plain Python, and tests replace the one :class:`CudaDriver` instance
+(:func:`set_driver`) with a fake, so they run without a GPU or libcuda.
+
+Contexts: a launch runs in the *primary context* of the arguments' device,
+the context the CUDA runtime, PyTorch and CuPy use, so buildtile shares
+their memory and streams. The primary context is retained once per device
+for the life of the process. A launch makes it current only for the
+duration of the call when another context is current (and restores it),
+so it never changes which device a framework thinks is current; when no
+context is current at all it adopts the primary context, as the runtime
+API would.
+
+Every ``CUresult`` is checked; failures raise :class:`CudaError` with the
+driver's own name and text for the error.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from buildtile.errors import CudaError, TypeMismatchError
+
+#: the result of :meth:`CudaDriver.pointer_memory`
+DEVICE_MEMORY, HOST_MEMORY, UNKNOWN_MEMORY = "device", "host", "unknown"
+
+
+@dataclass(eq=False)
+class DeviceContext:
+    """A device's retained primary context and what the runtime needs to know of the device."""
+
+    device: int
+    handle: object                  # CUcontext
+    handle_int: int                 # its address, for cheap comparisons
+    capability: tuple[int, int]
+    name: str
+    #: per-context helpers, created on first use
+    event: object = field(default=None, repr=False)
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.capability[0]}{self.capability[1]}"
+
+    def describe(self) -> str:
+        return f"device {self.device} ({self.name}, {self.arch})"
+
+
+class CudaDriver:
+    """A thin, checked facade over the driver API calls buildtile uses."""
+
+    def __init__(self) -> None:
+        self._cu = None
+        self._lock = threading.RLock()
+        self._contexts: dict[int, DeviceContext] = {}
+        self._init_error: CudaError | None = None
+
+    # ------------------------------------------------------------------ setup
+
+    @property
+    def cu(self):
+        """The ``cuda.bindings.driver`` module, with ``cuInit`` done (raises CudaError if impossible)."""
+        cu = self._cu
+        if cu is None:
+            cu = self._initialize()
+        return cu
+
+    def _initialize(self):
+        with self._lock:
+            if self._cu is not None:
+                return self._cu
+            if self._init_error is not None:
+                raise self._init_error
+            try:
+                from cuda.bindings import driver as cu
+            except ImportError as exc:
+                self._init_error = CudaError(
+                    f"no CUDA driver bindings: cannot import cuda.bindings.driver ({exc})",
+                    help="install the `cuda-bindings` package (a dependency of buildtile)",
+                )
+                raise self._init_error from None
+            try:
+                (err,) = cu.cuInit(0)
+            except Exception as exc:  # libcuda.so could not be loaded at all
+                self._init_error = CudaError(
+                    f"no CUDA driver found: {exc}",
+                    help="install the NVIDIA driver; buildtile needs libcuda to launch kernels",
+                )
+                raise self._init_error from None
+            if err != cu.CUresult.CUDA_SUCCESS:
+                self._init_error = self._error(cu, err, "cuInit")
+                raise self._init_error
+            self._cu = cu
+            return cu
+
+    @staticmethod
+    def _error(cu, err, what: str) -> CudaError:
+        name = text = None
+        try:
+            e1, name = cu.cuGetErrorName(err)
+            e2, text = cu.cuGetErrorString(err)
+            name = name.decode() if e1 == 0 and name else None
+            text = text.decode() if e2 == 0 and text else None
+        except Exception:
+            pass
+        code = int(err)
+        label = name or f"CUresult {code}"
+        message = f"CUDA driver call {what} failed: {label}" + (f": {text}" if text else "")
+        help = None
+        if label == "CUDA_ERROR_NO_DEVICE":
+            message = f"no CUDA GPU found: {text or label}"
+            help = "run on a machine with an NVIDIA GPU (check `nvidia-smi`)"
+        elif label in ("CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_INVALID_PTX"):
+            help = "the NVIDIA driver is older than the PTX; update the driver or rebuild with a cubin for this GPU"
+        error = CudaError(message, help=help)
+        error.result = code
+        error.result_name = label
+        return error
+
+    def check(self, result: tuple, what: str):
+        """Raise CudaError unless ``result[0]`` is CUDA_SUCCESS; return the rest of the tuple."""
+        err = result[0]
+        if err != 0:
+            raise self._error(self.cu, err, what)
+        if len(result) == 1:
+            return None
+        return result[1] if len(result) == 2 else result[1:]
+
+    # ------------------------------------------------------------------ devices
+
+    def device_count(self) -> int:
+        return int(self.check(self.cu.cuDeviceGetCount(), "cuDeviceGetCount"))
+
+    def driver_version(self) -> tuple[int, int]:
+        version = int(self.check(self.cu.cuDriverGetVersion(), "cuDriverGetVersion"))
+        return version // 1000, (version % 1000) // 10
+
+    def context(self, device: int) -> DeviceContext:
+        """The retained primary context of ``device`` (retained once, kept for the process)."""
+        ctx = self._contexts.get(device)
+        if ctx is not None:
+            return ctx
+        with self._lock:
+            ctx = self._contexts.get(device)
+            if ctx is not None:
+                return ctx
+            cu = self.cu
+            count = self.device_count()
+            if not 0 <= device < count:
+                raise CudaError(f"CUDA device {device} does not exist: this machine has {count} CUDA device(s)")
+            name, (major, minor) = self.device_properties(device)
+            dev = self.check(cu.cuDeviceGet(device), "cuDeviceGet")
+            handle = self.check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+            ctx = DeviceContext(device, handle, int(handle), (major, minor), name)
+            self._contexts[device] = ctx
+            return ctx
+
+    def device_properties(self, device: int) -> tuple[str, tuple[int, int]]:
+        """``(name, (major, minor))`` of ``device``, without creating its context."""
+        cu = self.cu
+        dev = self.check(cu.cuDeviceGet(device), "cuDeviceGet")
+        attr = cu.CUdevice_attribute
+        major = self.check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                           "cuDeviceGetAttribute")
+        minor = self.check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                           "cuDeviceGetAttribute")
+        raw_name = self.check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
+        return raw_name.split(b"\0", 1)[0].decode(errors="replace"), (int(major), int(minor))
+
+    def current_device(self) -> int:
+        """The device of the calling thread's current context, or 0 when none is current."""
+        cu = self.cu
+        current = self.check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if int(current) == 0:
+            return 0
+        return int(self.check(cu.cuCtxGetDevice(), "cuCtxGetDevice"))
+
+    @contextmanager
+    def entered(self, ctx: DeviceContext):
+        """Make ``ctx`` current for the block, restoring whatever was current before."""
+        cu = self.cu
+        current = self.check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if int(current) == ctx.handle_int:
+            yield
+            return
+        self.check(cu.cuCtxPushCurrent(ctx.handle), "cuCtxPushCurrent")
+        try:
+            yield
+        finally:
+            self.check(cu.cuCtxPopCurrent(), "cuCtxPopCurrent")
+
+    # ------------------------------------------------------------------ pointers
+
+    def pointer_memory(self, ptr: int) -> tuple[str, int | None]:
+        """Where ``ptr`` points: ``("device", ordinal)``, ``("host", None)`` or ``("unknown", None)``.
+
+        Managed memory counts as device memory (of the device it was
+        allocated for); pinned host memory counts as host memory.
+        """
+        cu = self.cu
+        attrs = [
+            cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        ]
+        err, values = cu.cuPointerGetAttributes(len(attrs), attrs, ptr)
+        if err != 0:
+            return UNKNOWN_MEMORY, None
+        memory_type, ordinal, managed = (int(v) for v in values)
+        if managed or memory_type in (int(cu.CUmemorytype.CU_MEMORYTYPE_DEVICE),
+                                      int(cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED)):
+            return DEVICE_MEMORY, ordinal
+        if memory_type == int(cu.CUmemorytype.CU_MEMORYTYPE_HOST) or memory_type == 0:
+            return HOST_MEMORY, None
+        return UNKNOWN_MEMORY, None
+
+    # ------------------------------------------------------------------ modules
+
+    def load_module(self, ctx: DeviceContext, image: bytes, what: str):
+        """Load a cubin or PTX image (PTX is JIT-compiled by the driver) into ``ctx``."""
+        with self.entered(ctx):
+            return self.check(self.cu.cuModuleLoadData(image), f"cuModuleLoadData ({what})")
+
+    def get_function(self, module, symbol: str):
+        return self.check(self.cu.cuModuleGetFunction(module, symbol.encode()), f"cuModuleGetFunction({symbol})")
+
+    def set_dynamic_shared(self, function, nbytes: int) -> None:
+        """Allow ``nbytes`` of dynamic shared memory (needed above 48 KiB)."""
+        cu = self.cu
+        self.check(cu.cuFuncSetAttribute(
+            function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes,
+        ), "cuFuncSetAttribute")
+
+    # ------------------------------------------------------------------ launch
+
+    def launch(self, ctx: DeviceContext, function, config: tuple, stream: int, params: int) -> None:
+        """``cuLaunchKernel`` in ``ctx``.
+
+        ``function`` comes from :meth:`get_function`; ``config`` is ``(grid x, y, z,
+        block x, y, z, dynamic shared bytes)``; ``params`` is the address of the
+        ``void*`` array of kernel parameters (0 for none).
+        """
+        cu = self._cu or self.cu
+        err, current = cu.cuCtxGetCurrent()
+        if err != 0:
+            raise self._error(cu, err, "cuCtxGetCurrent")
+        current = int(current)
+        pushed = False
+        if current != ctx.handle_int:
+            if current == 0:  # nothing current: adopt the primary context, as the runtime API does
+                err, = cu.cuCtxSetCurrent(ctx.handle)
+            else:             # someone else's context: borrow the thread for this launch only
+                err, = cu.cuCtxPushCurrent(ctx.handle)
+                pushed = True
+            if err != 0:
+                raise self._error(cu, err, "making the device's primary context current")
+        try:
+            err, = cu.cuLaunchKernel(function, *config, stream, params, 0)
+        finally:
+            if pushed:
+                cu.cuCtxPopCurrent()
+        if err != 0:
+            raise self._launch_error(cu, err, ctx, stream)
+
+    def _launch_error(self, cu, err, ctx: DeviceContext, stream: int) -> Exception:
+        error = self._error(cu, err, "cuLaunchKernel")
+        if stream not in (0, 1, 2) and getattr(error, "result_name", "") in (
+            "CUDA_ERROR_INVALID_HANDLE", "CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_VALUE",
+        ):
+            # the usual cause: a stream created on another device
+            try:
+                e, stream_ctx = cu.cuStreamGetCtx(stream)
+                if e == 0 and int(stream_ctx) != ctx.handle_int:
+                    return TypeMismatchError(
+                        f"mismatched types: the stream {stream:#x} belongs to another device or context "
+                        f"than the arguments, which are on {ctx.describe()}",
+                        help="launch on a stream of the arguments' device",
+                    )
+            except Exception:
+                pass
+        return error
+
+    def stream_wait(self, ctx: DeviceContext, consumer: int, producer: int) -> None:
+        """Make ``consumer`` wait for the work queued so far on ``producer`` (no host blocking)."""
+        cu = self.cu
+        with self._lock, self.entered(ctx):
+            if ctx.event is None:
+                ctx.event = self.check(
+                    cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+            self.check(cu.cuEventRecord(ctx.event, producer), "cuEventRecord")
+            self.check(cu.cuStreamWaitEvent(consumer, ctx.event, 0), "cuStreamWaitEvent")
+
+    def stream_synchronize(self, ctx: DeviceContext, stream: int) -> None:
+        with self.entered(ctx):
+            self.check(self.cu.cuStreamSynchronize(stream), "cuStreamSynchronize")
+
+    def synchronize(self, ctx: DeviceContext) -> None:
+        with self.entered(ctx):
+            self.check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize")
+
+    # ------------------------------------------------------------------ memory
+
+    def mem_alloc(self, ctx: DeviceContext, nbytes: int) -> int:
+        with self.entered(ctx):
+            return int(self.check(self.cu.cuMemAlloc(max(nbytes, 1)), f"cuMemAlloc({nbytes} bytes)"))
+
+    def mem_free(self, ctx: DeviceContext, ptr: int) -> None:
+        with self.entered(ctx):
+            self.check(self.cu.cuMemFree(ptr), "cuMemFree")
+
+    def memcpy_htod(self, ctx: DeviceContext, dst: int, src_address: int, nbytes: int) -> None:
+        if nbytes:
+            with self.entered(ctx):
+                self.check(self.cu.cuMemcpyHtoD(dst, src_address, nbytes), "cuMemcpyHtoD")
+
+    def memcpy_dtoh(self, ctx: DeviceContext, dst_address: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            with self.entered(ctx):
+                self.check(self.cu.cuMemcpyDtoH(dst_address, src, nbytes), "cuMemcpyDtoH")
+
+    def memcpy_dtod(self, ctx: DeviceContext, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            with self.entered(ctx):
+                self.check(self.cu.cuMemcpyDtoD(dst, src, nbytes), "cuMemcpyDtoD")
+
+    def memset_d8(self, ctx: DeviceContext, dst: int, value: int, nbytes: int) -> None:
+        if nbytes:
+            with self.entered(ctx):
+                self.check(self.cu.cuMemsetD8(dst, value, nbytes), "cuMemsetD8")
+
+
+_driver: CudaDriver | None = None
+_driver_lock = threading.Lock()
+
+
+def get_driver() -> CudaDriver:
+    """The process-wide driver facade (created on first use; nothing is loaded until a call)."""
+    driver = _driver
+    if driver is None:
+        with _driver_lock:
+            driver = _driver
+            if driver is None:
+                driver = _set(CudaDriver())
+    return driver
+
+
+def set_driver(driver) -> CudaDriver | None:
+    """Replace the driver facade (tests install a fake); returns the previous one."""
+    with _driver_lock:
+        previous = _driver
+        _set(driver)
+        return previous
+
+
+def _set(driver):
+    global _driver
+    _driver = driver
+    return driver

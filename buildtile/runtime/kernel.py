@@ -1,0 +1,219 @@
+"""The launchable handle that ``@simt.kernel`` returns.
+
+A :class:`Kernel` is created when the user's module is imported, long before
+anything about the GPU is known, so it does nothing then. On first use it
+finds its package's manifest, compiles its signature (parameters,
+contract, ``requires``), and from then on launches through
+:class:`~buildtile.runtime.launch.PreparedLaunch` objects::
+
+    ops.vecadd[grid](a, b, c, stream=s)            # contract block
+    ops.vecadd[grid, (256,)](a, b, c)              # block given: must equal the contract
+    launch = ops.vecadd.prepare(grid=grid)         # validate once ...
+    launch(a, b, c)                                # ... launch many times
+    ops.raw.unsafe_launch(grid, block, *args)      # kernels without a contract
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+
+from buildtile.errors import BuildtileError, ContractError
+from buildtile.runtime.contract import (
+    check_compute_capability,
+    check_launch_config,
+    check_unsafe_config,
+    dim3,
+)
+from buildtile.runtime.driver import get_driver
+from buildtile.runtime.launch import PreparedLaunch
+from buildtile.runtime.package import KernelFunction, PackageRuntime, package_runtime
+from buildtile.runtime.signature import KernelSignature
+
+#: ``kernel[grid]`` keeps this many prepared configurations before starting over
+_MAX_CACHED_CONFIGS = 256
+
+
+class Kernel:
+    """A compiled kernel of an installed package, launched as ``kernel[grid](*args)``."""
+
+    def __init__(self, pyfunc: Callable, kind: str = "simt") -> None:
+        functools.update_wrapper(self, pyfunc)
+        self.pyfunc = pyfunc
+        self.kind = kind
+        self._lock = threading.Lock()
+        self._signature: KernelSignature | None = None
+        self._package: PackageRuntime | None = None
+        self._record: dict | None = None
+        self._functions: dict[int, KernelFunction] = {}
+        self._configs: dict[object, PreparedLaunch] = {}
+        # (device, function) of the last launch, so the hot path compares one int instead of
+        # a lookup; one tuple, so threads never see a device paired with another's function
+        self._hot: tuple[int, KernelFunction | None] = (-1, None)
+
+    # ------------------------------------------------------------------ binding to the manifest
+
+    @property
+    def signature(self) -> KernelSignature:
+        """Parameters, contract and ``requires`` of the compiled kernel (reads the manifest once)."""
+        signature = self._signature
+        if signature is None:
+            signature = self._bind()
+        return signature
+
+    @property
+    def record(self) -> dict:
+        """This kernel's entry in the package manifest."""
+        self.signature
+        return self._record  # type: ignore[return-value]
+
+    @property
+    def package(self) -> PackageRuntime:
+        self.signature
+        return self._package  # type: ignore[return-value]
+
+    def _bind(self) -> KernelSignature:
+        with self._lock:
+            if self._signature is not None:
+                return self._signature
+            module, name = self.pyfunc.__module__, self.pyfunc.__name__
+            package = package_runtime(module, name)
+            record = package.kernel_record(module, name)
+            if record.get("kind", self.kind) != self.kind:
+                raise BuildtileError(
+                    f"kernel `{name}` is declared as a {self.kind} kernel but the manifest of package "
+                    f"`{package.name}` lists it as {record.get('kind')!r}",
+                    code="BT0620",
+                    help="the package is out of date: rebuild or reinstall it",
+                )
+            signature = KernelSignature(record, f"kernel `{name}` in {package.manifest_file}")
+            self._package, self._record = package, record
+            self._signature = signature
+            return signature
+
+    # ------------------------------------------------------------------ launching
+
+    def __getitem__(self, config) -> PreparedLaunch:
+        """``kernel[grid]`` or ``kernel[grid, block]``.
+
+        A tuple of ints is a grid (``kernel[(gx, gy)]`` is a 2-D grid); a pair
+        in which either item is itself a tuple or list is ``(grid, block)``.
+        """
+        try:
+            prepared = self._configs.get(config)
+        except TypeError:  # unhashable (a list): prepare without caching
+            return self._prepare_key(config)
+        if prepared is None:
+            prepared = self._prepare_key(config)
+            if len(self._configs) >= _MAX_CACHED_CONFIGS:
+                self._configs.clear()
+            self._configs[config] = prepared
+        return prepared
+
+    def _prepare_key(self, config) -> PreparedLaunch:
+        if (isinstance(config, tuple) and len(config) == 2
+                and any(isinstance(item, (tuple, list)) for item in config)):
+            grid, block = config
+        else:
+            grid, block = config, None
+        return self.prepare(grid=grid, block=block)
+
+    def prepare(self, grid, block=None, *, device: int | None = None) -> PreparedLaunch:
+        """Validate a launch configuration against the contract; return a callable launch.
+
+        ``block`` may be left out (the contract's block is used); if given it
+        must equal the contract's. With ``device``, the device-dependent part
+        of the contract (``min_compute_capability``, an image for the device)
+        is checked now instead of at the first launch on that device.
+        """
+        signature = self.signature
+        self._check_kind()
+        grid3, block3 = check_launch_config(signature.contract, signature.name, grid, block)
+        prepared = PreparedLaunch(self, grid3, block3, signature.contract.dynamic_shared)
+        if device is not None:
+            self._function_for(device)
+        return prepared
+
+    def unsafe_launch(self, grid, block, *args, stream=None, shared_mem: int = 0) -> None:
+        """Launch with a caller-chosen configuration, outside the contract's guarantees.
+
+        The arguments are still checked (types, aliasing, ``requires``); only
+        the configuration is the caller's responsibility, within CUDA's limits.
+        This is the only way to launch a kernel that declares no block shape.
+        """
+        signature = self.signature
+        self._check_kind()
+        grid3, block3 = check_unsafe_config(signature.name, grid, block)
+        if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
+            raise ContractError(f"shared_mem must be a non-negative int, got {shared_mem!r}")
+        shared = max(shared_mem, signature.contract.dynamic_shared)
+        PreparedLaunch(self, grid3, block3, shared, unsafe=True)(*args, stream=stream)
+
+    def __call__(self, *args, **kwargs):
+        name = self.__name__
+        raise ContractError(
+            f"kernel `{name}` needs a launch configuration: call it as `{name}[grid](...)`",
+            help=f"e.g. `{name}[{name}.grid_for(n)](...)`, or `{name}.prepare(grid=...)(...)`",
+        )
+
+    def grid_for(self, *extents: int) -> tuple[int, ...]:
+        """The smallest grid whose threads cover ``extents`` with the contract's block.
+
+        Extents are given in the order ``index_Nd()`` returns its components,
+        which is the order of an array's shape: ``matadd.grid_for(rows, cols)``.
+        The last component runs along the grid's x axis (the fastest), so
+        with ``block=(16, 16)`` that is ``(ceil(cols / 16), ceil(rows / 16))``;
+        ``vecadd.grid_for(n)`` with ``block=256`` is ``(ceil(n / 256),)``.
+        An extent of 0 still gives one block (the kernel's bounds test skips it).
+        """
+        block = self.signature.contract.block
+        if block is None:
+            raise ContractError(f"kernel `{self.__name__}` has no contract block to size a grid with")
+        if not 1 <= len(extents) <= 3:
+            raise ContractError(f"grid_for() takes 1 to 3 extents, got {len(extents)}")
+        sizes = dim3(extents, "extents")[:len(extents)]
+        if any(n < 0 for n in sizes):
+            raise ContractError(f"grid_for() extents must not be negative, got {extents}")
+        along_xyz = tuple(reversed(sizes))
+        return tuple(max(1, -(-n // b)) for n, b in zip(along_xyz, block))
+
+    def _check_kind(self) -> None:
+        if self.kind != "simt":
+            raise BuildtileError(
+                f"kernel `{self.__name__}` is a {self.kind} kernel; this runtime launches SIMT kernels only",
+                code="BT0600",
+            )
+
+    # ------------------------------------------------------------------ per device
+
+    def _function_for(self, device: int) -> KernelFunction:
+        """The loaded function for ``device``: contract checked, image chosen and loaded, once."""
+        function = self._functions.get(device)
+        if function is None:
+            with self._lock:
+                function = self._functions.get(device)
+                if function is None:
+                    function = self._load(device)
+                    self._functions[device] = function
+        self._hot = (device, function)
+        return function
+
+    def _load(self, device: int) -> KernelFunction:
+        signature = self.signature
+        driver = get_driver()
+        ctx = driver.context(device)
+        check_compute_capability(signature.contract, signature.name, device, ctx.capability)
+        function = self._package.load_function(driver, ctx, self._record)  # type: ignore[union-attr]
+        if signature.contract.dynamic_shared > function.shared_limit:
+            self.allow_shared_memory(function, signature.contract.dynamic_shared)
+        return function
+
+    @staticmethod
+    def allow_shared_memory(function: KernelFunction, nbytes: int) -> None:
+        """Raise the function's dynamic shared memory limit to ``nbytes`` (above 48 KiB needs opt-in)."""
+        get_driver().set_dynamic_shared(function.handle, nbytes)
+        function.shared_limit = nbytes
+
+    def __repr__(self) -> str:
+        return f"<buildtile {self.kind} kernel {self.__module__}.{self.__qualname__}>"

@@ -1,0 +1,142 @@
+"""One object per installed package: its manifest and its modules per device context.
+
+A kernel finds its package from ``pyfunc.__module__``: the top-level package
+of that module holds ``_buildtile/manifest.json``. The manifest is read once
+per package. Images are loaded lazily, once per (artifact, context), the
+first time a kernel of the package launches on a device.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildtile.errors import BuildtileError
+from buildtile.interop import manifest as manifest_format
+from buildtile.runtime.images import ImageChoice, read_image, select_image
+
+
+#: dynamic shared memory a function may use without opting in (CUDA's default limit)
+DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
+
+
+@dataclass(eq=False)
+class KernelFunction:
+    """A kernel loaded into one device's primary context, ready to launch."""
+
+    context: object          # DeviceContext
+    handle: object           # CUfunction
+    image: ImageChoice
+    #: bytes of dynamic shared memory the function is allowed to use
+    shared_limit: int = DEFAULT_DYNAMIC_SHARED_LIMIT
+
+
+class PackageRuntime:
+    """The compiled kernels of one package, as its manifest describes them."""
+
+    def __init__(self, name: str, manifest_file: Path) -> None:
+        self.name = name
+        self.manifest_file = manifest_file
+        self.manifest = manifest_format.load(manifest_file)
+        self.artifact_dir = manifest_file.parent
+        self._lock = threading.Lock()
+        self._modules: dict[tuple[Path, int], object] = {}   # (image path, context) -> CUmodule
+        self._images: dict[Path, bytes] = {}                 # verified image bytes
+
+    def kernel_record(self, module: str, name: str) -> dict:
+        record = manifest_format.find_kernel(self.manifest, module, name)
+        if record is None:
+            raise BuildtileError(
+                f"kernel `{name}` of module `{module}` is not in the compiled kernels of package "
+                f"`{self.name}` ({self.manifest_file})",
+                code="BT0620",
+                help="the kernel was added or renamed after the package was built: rebuild or reinstall "
+                     "the package (`pip install .`, or `buildtile build` in its project)",
+            )
+        return record
+
+    def load_function(self, driver, ctx, record: dict) -> KernelFunction:
+        """Load (once per context) the best image of ``record`` for ``ctx`` and get its entry."""
+        image = select_image(record, self.artifact_dir, ctx.capability, package=self.name,
+                             device=ctx.describe())
+        key = (image.path, ctx.handle_int)
+        with self._lock:
+            module = self._modules.get(key)
+            if module is None:
+                data = self._images.get(image.path)
+                if data is None:
+                    data = self._images[image.path] = read_image(image, record["name"])
+                module = driver.load_module(ctx, data, f"{image.describe()} of kernel `{record['name']}`")
+                self._modules[key] = module
+        handle = driver.get_function(module, record["symbol"])
+        return KernelFunction(ctx, handle, image)
+
+
+_packages: dict[str, PackageRuntime] = {}
+_packages_lock = threading.Lock()
+
+
+def package_runtime(module: str, kernel: str = "") -> PackageRuntime:
+    """The runtime of the package that contains ``module`` (reads its manifest on first use)."""
+    top = module.partition(".")[0]
+    runtime = _packages.get(top)
+    if runtime is not None:
+        return runtime
+    with _packages_lock:
+        runtime = _packages.get(top)
+        if runtime is None:
+            runtime = _packages[top] = PackageRuntime(top, find_manifest(module, kernel))
+        return runtime
+
+
+def forget_package(name: str) -> None:
+    """Drop a package's cached manifest and modules (for tests and rebuilds in place)."""
+    with _packages_lock:
+        _packages.pop(name, None)
+
+
+def find_manifest(module: str, kernel: str = "") -> Path:
+    """``<top-level package dir>/_buildtile/manifest.json`` for ``module``."""
+    what = f"kernel `{kernel}`" if kernel else f"module `{module}`"
+    if module in ("__main__", "") or module.startswith("__main__."):
+        raise BuildtileError(
+            f"{what} is defined in a script, not in a package, so it was never compiled",
+            code="BT0620",
+            help="define kernels in a module of your package and list it under `kernels` in "
+                 "[tool.buildtile] of the package's pyproject.toml",
+        )
+    top = module.partition(".")[0]
+    locations = _package_locations(top)
+    if not locations:
+        raise BuildtileError(
+            f"{what} belongs to `{top}`, which is not a package (no directory to hold its compiled kernels)",
+            code="BT0620",
+            help="kernels must live in a package built by buildtile",
+        )
+    for location in locations:
+        candidate = manifest_format.manifest_path(location)
+        if candidate.is_file():
+            return candidate
+    expected = manifest_format.manifest_path(locations[0])
+    raise BuildtileError(
+        f"no compiled kernels found for {what}: {expected} does not exist",
+        code="BT0620",
+        help=f"build and install package `{top}` (`pip install .` in its project, "
+             "or `buildtile build` for a development checkout)",
+    )
+
+
+def _package_locations(top: str) -> list[Path]:
+    mod = sys.modules.get(top)
+    paths = list(getattr(mod, "__path__", None) or []) if mod is not None else []
+    if not paths:
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            paths = list(spec.submodule_search_locations)
+    return [Path(p) for p in paths]

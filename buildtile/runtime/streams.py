@@ -1,0 +1,108 @@
+"""Turning whatever the caller passed as ``stream=`` into a raw ``CUstream`` handle.
+
+Accepted: ``None``; anything with ``__cuda_stream__`` (returns ``(version,
+handle)``, the protocol cuda.core, PyTorch and CuPy implement); a
+``torch.cuda.Stream`` (``.cuda_stream``); a CuPy stream (``.ptr``); a
+cuda.bindings ``CUstream`` or ``cudaStream_t``; a raw integer handle.
+
+With ``stream=None`` the launch follows the framework of its arguments, as
+their users expect: the current PyTorch stream of the first tensor's device
+when a PyTorch tensor is passed, else CuPy's current stream when a CuPy
+array is passed, else the legacy default stream (handle 0). Neither
+framework is imported unless one of its objects is in hand.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from buildtile.errors import TypeMismatchError
+
+#: the legacy default stream
+DEFAULT_STREAM = 0
+
+#: type -> "torch" / "cupy" / None; decided once per argument type
+_FRAMEWORK_OF_TYPE: dict[type, str | None] = {}
+
+
+def _framework(cls: type) -> str | None:
+    root = (cls.__module__ or "").partition(".")[0]
+    if root == "torch":
+        torch = sys.modules.get("torch")
+        if torch is not None and issubclass(cls, torch.Tensor):
+            return "torch"
+    elif root == "cupy":
+        cupy = sys.modules.get("cupy")
+        if cupy is not None and issubclass(cls, cupy.ndarray):
+            return "cupy"
+    return None
+
+
+def default_stream(args) -> int:
+    """The stream a launch uses when the caller names none (see the module docstring)."""
+    cupy_array = None
+    for arg in args:
+        cls = type(arg)
+        try:
+            framework = _FRAMEWORK_OF_TYPE[cls]
+        except KeyError:
+            framework = _FRAMEWORK_OF_TYPE[cls] = _framework(cls)
+        if framework == "torch" and arg.is_cuda:
+            return _torch_current_stream(arg.get_device())
+        if framework == "cupy" and cupy_array is None:
+            cupy_array = arg
+    if cupy_array is not None:
+        return _cupy_current_stream(cupy_array)
+    return DEFAULT_STREAM
+
+
+def _torch_current_stream(device: int) -> int:
+    torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:  # the cheap accessor compilers built on PyTorch use
+        return int(raw(device))
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+def _cupy_current_stream(array) -> int:
+    cupy = sys.modules["cupy"]
+    device_id = array.data.device_id
+    try:
+        return int(cupy.cuda.get_current_stream(device_id).ptr)
+    except TypeError:  # CuPy versions whose get_current_stream() takes no device
+        with cupy.cuda.Device(device_id):
+            return int(cupy.cuda.get_current_stream().ptr)
+
+
+def stream_handle(stream: object, args=()) -> int:
+    """The raw ``CUstream`` handle for ``stream`` (``None``: the default for ``args``)."""
+    if stream is None:
+        return default_stream(args)
+    if type(stream) is int:
+        if stream < 0:
+            raise TypeMismatchError(f"mismatched types: a stream handle cannot be negative, got {stream}")
+        return stream
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:
+        try:
+            version, handle = protocol() if callable(protocol) else protocol
+        except Exception as exc:
+            raise TypeMismatchError(f"mismatched types: `stream=` {stream!r}: __cuda_stream__ failed: {type(exc).__name__}: {exc}") from None
+        return int(handle)
+    root = (type(stream).__module__ or "").partition(".")[0]
+    if root == "torch" and hasattr(stream, "cuda_stream"):
+        return int(stream.cuda_stream)
+    if root == "cupy" and hasattr(stream, "ptr"):
+        return int(stream.ptr)
+    if root == "cuda":  # cuda.bindings CUstream / cudaStream_t
+        try:
+            return int(stream)
+        except (TypeError, ValueError):
+            pass
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream_handle(int(stream))
+    raise TypeMismatchError(
+        f"mismatched types: `stream=` does not accept {type(stream).__module__}.{type(stream).__qualname__}",
+        help="pass an object with __cuda_stream__, a torch.cuda.Stream, a cupy.cuda.Stream, "
+             "a cuda.bindings CUstream, or a raw integer handle",
+    )

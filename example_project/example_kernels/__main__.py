@@ -1,0 +1,196 @@
+"""``python -m example_kernels``: run every kernel once and check it against NumPy.
+
+Without a GPU it says so and lists the compiled kernels (targets and image
+sizes, from the package manifest). ``--cmake-dir``, ``--include-dir`` and
+``--library`` print where a C/C++ host finds these kernels (see cpp/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+PACKAGE = "example_kernels"
+C_HOST_FLAGS = ("--cmake-dir", "--include-dir", "--library")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(arg.split("=", 1)[0] in C_HOST_FLAGS for arg in argv):
+        try:
+            from buildtile.interop.host_cli import package_main
+        except ImportError as exc:
+            print(f"this buildtile cannot describe a C/C++ interface: {exc}", file=sys.stderr)
+            return 2
+        return package_main(PACKAGE, argv)
+
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {PACKAGE}",
+        description="Run each kernel of example_kernels on random inputs and compare it with NumPy. "
+                    f"For the C/C++ interface: {', '.join(C_HOST_FLAGS)}.",
+    )
+    parser.add_argument("--list", action="store_true", help="only list the compiled kernels")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    args = parser.parse_args(argv)
+
+    from buildtile.errors import BuildtileError
+
+    try:
+        manifest, manifest_dir = _manifest()
+    except BuildtileError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    if args.list:
+        _list_kernels(manifest, manifest_dir)
+        return 0
+
+    from buildtile.runtime import cuda_available
+
+    usable, description = cuda_available()
+    if not usable:
+        print(f"no CUDA GPU found: {description}")
+        print("nothing was run; the package carries these compiled kernels:")
+        _list_kernels(manifest, manifest_dir)
+        return 0
+    print(f"running on {description}")
+    return _run_all(np.random.default_rng(args.seed))
+
+
+# ----------------------------------------------------------------------------- listing
+
+def _manifest() -> tuple[dict, Path]:
+    from buildtile.interop import manifest as manifest_format
+    from buildtile.runtime.package import find_manifest
+
+    path = find_manifest(f"{PACKAGE}.ops")
+    return manifest_format.load(path), path.parent
+
+
+def _size(path: Path) -> str:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return "missing"
+    return f"{size / 1024:.1f} KiB" if size >= 1024 else f"{size} B"
+
+
+def _list_kernels(manifest: dict, manifest_dir: Path) -> None:
+    print(f"{manifest.get('package', PACKAGE)}: built by buildtile {manifest.get('buildtile_version', '?')}, "
+          f"ABI {manifest.get('abi_version')}, targets {', '.join(manifest.get('targets', []))}"
+          f"{', PTX ' + manifest['ptx_target'] if manifest.get('ptx_target') else ''}, "
+          f"checks={manifest.get('checks', '?')}")
+    for kernel in manifest.get("kernels", []):
+        block = (kernel.get("contract") or {}).get("block")
+        params = ", ".join(_param_text(p) for p in kernel.get("params", []))
+        print(f"  {kernel['module']}.{kernel['name']}({params})"
+              f"  block={tuple(block) if block else 'none (unsafe_launch only)'}")
+        images = []
+        for key, artifact in sorted((kernel.get("artifacts") or {}).items()):
+            label = f"PTX {artifact.get('target', '')}".strip() if artifact.get("kind") == "ptx" else f"{key} cubin"
+            images.append(f"{label} {_size(manifest_dir / artifact['path'])}")
+        print(f"      {' | '.join(images) if images else 'no images'}")
+
+
+def _param_text(param: dict) -> str:
+    names = {"slice": "Slice", "disjoint_slice": "DisjointSlice", "atomic_slice": "AtomicSlice",
+             "tensor": "Tensor", "disjoint_tensor": "DisjointTensor"}
+    if param["kind"] == "scalar":
+        return f"{param['name']}: {param['dtype']}"
+    if "tensor" in param["kind"]:
+        return f"{param['name']}: {names[param['kind']]}[{param['dtype']}, {param['rank']}]"
+    return f"{param['name']}: {names[param['kind']]}[{param['dtype']}]"
+
+
+# ----------------------------------------------------------------------------- running
+
+def _ragged(rng, low: int, high: int, block: int = 256) -> int:
+    """A random size that is not a multiple of ``block``, so the last block is partial."""
+    n = int(rng.integers(low, high))
+    return n + 1 if n % block == 0 else n
+
+
+def _collatz_reference(x: np.ndarray, limit: int) -> np.ndarray:
+    n = x.copy()
+    steps = np.zeros(x.shape, np.int32)
+    active = (n != 1) & (steps < limit)
+    while active.any():
+        n[active] = np.where(n[active] % 2 == 0, n[active] // 2, 3 * n[active] + 1)
+        steps[active] += 1
+        active = (n != 1) & (steps < limit)
+    return steps
+
+
+def _run_all(rng) -> int:
+    from buildtile.errors import BuildtileError
+    from buildtile.runtime import DeviceArray
+
+    from example_kernels import ops
+
+    def poisoned(shape, dtype):
+        """An output whose every element is wrong until the kernel writes it."""
+        array = DeviceArray.empty(shape, dtype)
+        array.fill_bytes(0xFF)  # NaN for floats, -1 for integers
+        return array
+
+    def vecadd():
+        n = _ragged(rng, 500_000, 2_000_000)
+        a, b = rng.standard_normal((2, n)).astype(np.float32)
+        c = poisoned(n, np.float32)
+        ops.vecadd[ops.vecadd.grid_for(n)](DeviceArray.from_numpy(a), DeviceArray.from_numpy(b), c)
+        return f"n={n}", c.to_numpy(), a + b, 0.0
+
+    def saxpy():
+        n = _ragged(rng, 500_000, 2_000_000)
+        x, y = rng.standard_normal((2, n)).astype(np.float32)
+        alpha = np.float32(rng.uniform(-4, 4))
+        out = poisoned(n, np.float32)
+        ops.saxpy[ops.saxpy.grid_for(n)](alpha, DeviceArray.from_numpy(x), DeviceArray.from_numpy(y), out)
+        expected = alpha * x + y
+        return f"n={n}", out.to_numpy(), expected, 1e-5 * float(np.abs(expected).max(initial=1.0))
+
+    def matadd():
+        rows, cols = _ragged(rng, 100, 2000, 16), _ragged(rng, 100, 2000, 16)
+        a, b = rng.standard_normal((2, rows, cols)).astype(np.float32)
+        c = poisoned((rows, cols), np.float32)
+        ops.matadd[ops.matadd.grid_for(rows, cols)](DeviceArray.from_numpy(a), DeviceArray.from_numpy(b), c)
+        return f"shape={rows}x{cols}", c.to_numpy(), a + b, 0.0
+
+    def polyval_abs():
+        n = _ragged(rng, 500_000, 2_000_000, 128)
+        coeffs = rng.standard_normal(6)
+        x = rng.uniform(-2, 2, n)
+        y = poisoned(n, np.float64)
+        ops.polyval_abs[ops.polyval_abs.grid_for(n)](DeviceArray.from_numpy(coeffs), DeviceArray.from_numpy(x), y)
+        expected = np.abs(np.polyval(coeffs, x))
+        return f"n={n}", y.to_numpy(), expected, 1e-12 * float(np.abs(expected).max(initial=1.0))
+
+    def collatz_steps():
+        n = _ragged(rng, 50_000, 200_000)
+        x = rng.integers(1, 10**7, n, dtype=np.int64)
+        limit = 500
+        out = poisoned(n, np.int32)
+        ops.collatz_steps[ops.collatz_steps.grid_for(n)](DeviceArray.from_numpy(x), limit, out)
+        return f"n={n}", out.to_numpy(), _collatz_reference(x, limit), 0.0
+
+    failures = 0
+    for name, run in [("vecadd", vecadd), ("saxpy", saxpy), ("matadd", matadd),
+                      ("polyval_abs", polyval_abs), ("collatz_steps", collatz_steps)]:
+        try:
+            size, got, expected, tolerance = run()
+        except BuildtileError as exc:
+            failures += 1
+            print(f"{name:<14} FAILED\n{exc}")
+            continue
+        error = np.abs(got.astype(np.float64) - expected.astype(np.float64))
+        worst = float(np.nan_to_num(error, nan=np.inf).max(initial=0.0))
+        ok = worst <= tolerance
+        failures += not ok
+        print(f"{name:<14} {size:<18} max_abs_err={worst:<10.3g} {'OK' if ok else 'MISMATCH'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
