@@ -106,7 +106,7 @@ def from_dlpack(code: int, bits: int, lanes: int) -> tuple[str, int]:
 def from_torch(dtype) -> tuple[str, int]:
     """Map a ``torch.dtype`` to ``(dtype name, itemsize)`` without importing torch."""
     text = str(dtype)
-    text = text[len("torch."):] if text.startswith("torch.") else text
+    text = text.removeprefix("torch.")
     name = _TORCH_TO_NAME.get(text, text)
     return name, dtype.itemsize
 

@@ -42,7 +42,7 @@ class Kernel:
         functools.update_wrapper(self, pyfunc)
         self.pyfunc = pyfunc
         self.kind = kind
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # binding and per-device loading; re-entered by prepare(device=)
         self._signature: KernelSignature | None = None
         self._package: PackageRuntime | None = None
         self._record: dict | None = None
@@ -65,12 +65,15 @@ class Kernel:
     @property
     def record(self) -> dict:
         """This kernel's entry in the package manifest."""
-        self.signature
+        if self._signature is None:
+            self._bind()
         return self._record  # type: ignore[return-value]
 
     @property
     def package(self) -> PackageRuntime:
-        self.signature
+        """The runtime of the package this kernel was compiled into."""
+        if self._signature is None:
+            self._bind()
         return self._package  # type: ignore[return-value]
 
     def _bind(self) -> KernelSignature:

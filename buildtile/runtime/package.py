@@ -18,7 +18,6 @@ from buildtile.errors import BuildtileError
 from buildtile.interop import manifest as manifest_format
 from buildtile.runtime.images import ImageChoice, read_image, select_image
 
-
 #: dynamic shared memory a function may use without opting in (CUDA's default limit)
 DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
 

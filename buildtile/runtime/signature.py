@@ -28,9 +28,20 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from buildtile.errors import AliasingError, BuildtileError, ContractError, TypeMismatchError
+from buildtile.errors import (
+    AliasingError,
+    BuildtileError,
+    ContractError,
+    TypeMismatchError,
+)
 from buildtile.interop.abi import PARAM_KINDS, kernel_params
-from buildtile.runtime.arrays import _EXTRACTORS, DEVICE, HOST, ArrayView, choose_extractor
+from buildtile.runtime.arrays import (
+    _EXTRACTORS,
+    DEVICE,
+    HOST,
+    ArrayView,
+    choose_extractor,
+)
 from buildtile.runtime.contract import LaunchContract
 from buildtile.runtime.dtypes import (
     ITEMSIZE,
@@ -40,7 +51,12 @@ from buildtile.runtime.dtypes import (
     display_name,
     scalar_converter,
 )
-from buildtile.runtime.requires import Requirement, RequirementEvalError, combined_check, compile_requirement
+from buildtile.runtime.requires import (
+    Requirement,
+    RequirementEvalError,
+    combined_check,
+    compile_requirement,
+)
 
 SLICE_KINDS = ("slice", "disjoint_slice", "atomic_slice")
 TENSOR_KINDS = ("tensor", "disjoint_tensor")

@@ -85,7 +85,7 @@ def stream_handle(stream: object, args=()) -> int:
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
         try:
-            version, handle = protocol() if callable(protocol) else protocol
+            _version, handle = protocol() if callable(protocol) else protocol
         except Exception as exc:
             raise TypeMismatchError(f"mismatched types: `stream=` {stream!r}: __cuda_stream__ failed: {type(exc).__name__}: {exc}") from None
         return int(handle)

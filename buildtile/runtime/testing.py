@@ -20,7 +20,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from buildtile.interop.abi import DTYPES
-from buildtile.runtime.driver import DEVICE_MEMORY, HOST_MEMORY, DeviceContext, set_driver
+from buildtile.runtime.driver import (
+    DEVICE_MEMORY,
+    HOST_MEMORY,
+    DeviceContext,
+    set_driver,
+)
 
 #: where fake device allocations start (far from any host address the tests use)
 _FAKE_BASE = 0x7F00_0000_0000

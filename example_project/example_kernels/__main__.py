@@ -126,7 +126,6 @@ def _collatz_reference(x: np.ndarray, limit: int) -> np.ndarray:
 def _run_all(rng) -> int:
     from buildtile.errors import BuildtileError
     from buildtile.runtime import DeviceArray
-
     from example_kernels import ops
 
     def poisoned(shape, dtype):

@@ -1,0 +1,68 @@
+"""SIMT kernels against the references a user would pick instead, in one run.
+
+Run on a GPU machine after `pip install ./example_project`:
+
+    python benchmarks/bench_simt.py [--gib 1]
+
+Prints bandwidth (bytes read + written / time) of buildtile's vecadd next to
+torch `a + b` and a device-to-device copy (the hardware ceiling), and the
+ratio to each. Times are medians of CUDA-event timings after warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+
+def time_ms(torch, fn, repeat: int = 30, warmup: int = 5) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gib", type=float, default=1.0, help="size of each input array in GiB")
+    args = parser.parse_args()
+
+    import torch
+
+    from example_kernels import ops
+
+    n = int(args.gib * (1 << 30)) // 4
+    a = torch.randn(n, device="cuda")
+    b = torch.randn(n, device="cuda")
+    c = torch.empty_like(a)
+    grid = (n + 255) // 256
+    launch = ops.vecadd.prepare(grid=grid)
+    launch(a, b, c)
+    torch.cuda.synchronize()
+    assert torch.equal(c, a + b), "vecadd result differs from torch"
+
+    rows = []
+    bytes_3 = 3 * n * 4
+    rows.append(("device copy (ceiling)", time_ms(torch, lambda: c.copy_(a)), 2 * n * 4))
+    rows.append(("torch a + b", time_ms(torch, lambda: torch.add(a, b, out=c)), bytes_3))
+    rows.append(("buildtile vecadd", time_ms(torch, lambda: launch(a, b, c)), bytes_3))
+    print(f"vecadd, f32, n = {n:,} ({args.gib:g} GiB per array), {torch.cuda.get_device_name()}")
+    print(f"{'':<24}{'ms':>9}{'TB/s':>9}")
+    bw = {}
+    for name, ms, nbytes in rows:
+        bw[name] = nbytes / ms / 1e9
+        print(f"{name:<24}{ms:>9.3f}{bw[name]:>9.2f}")
+    ours = bw["buildtile vecadd"]
+    print(f"ratio vs torch a+b: {ours / bw['torch a + b']:.3f}x   vs copy ceiling: {ours / bw['device copy (ceiling)']:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
