@@ -40,6 +40,33 @@ and ``buildtile inspect``. Version 1 looks like this::
       ]
     }
 
+Tile kernels (``"kind": "tile"``) have the same record, plus::
+
+          "params": [
+            {"name": "x", "kind": "tensor", "dtype": "f32", "rank": 1, "role": "in"},
+            {"name": "z", "kind": "tile_out", "dtype": "f32", "rank": 1, "role": "out"}
+          ],
+          "contract": {"block": null, "index_dims": 0, "requires": [...], ...},
+          "tile": {
+            "grid_param": "z",              # the Out parameter whose partition fixes the grid
+            "specializations": [            # one per distinct tile shape, compiled ahead of time
+              {
+                "tile_shapes": {"z": [128]},           # every Out parameter's tile shape
+                "symbol": "example_kernels_tiles__add__t128",
+                "block": [128, 1, 1],                  # threads the compiler chose for it
+                "shared_bytes": 0,                     # static shared memory it uses
+                "artifacts": {...}                     # as for SIMT kernels
+              }
+            ]
+          }
+
+A ``tile_out`` parameter crosses the kernel ABI like a tensor (pointer,
+shape, strides); its tile shape is a compile-time constant of the chosen
+specialization. The grid has one block per tile of ``grid_param``: axis
+``rank-1`` of the tile grid runs along grid x, axis ``rank-2`` along y,
+axis ``rank-3`` along z. A tile record's top-level ``symbol`` and
+``artifacts`` are those of its first specialization.
+
 ``requires`` expressions are small JSON trees, evaluated identically by the
 Python host and the C shim (over int64):
 
