@@ -51,8 +51,8 @@ def test_params_follow_abi_v1():
         ("a", "slice", "f32", "in"), ("b", "slice", "f32", "in"), ("c", "disjoint_slice", "f32", "out"),
     ]
     ptx = backends()["simt"].impl.to_ptx(vecadd, "sm_90", OPTIONS)
-    # pointer + length per slice: 6 parameters
-    assert len(re.findall(rf"{vecadd.symbol}_param_\d+[,\n]", ptx)) == 6
+    # pointer + length per slice: 6 parameters (and the logical grid of a coarsened kernel)
+    assert len(re.findall(rf"{vecadd.symbol}_param_\d+[,\n]", ptx)) == 6 + (vecadd.contract["coarsen"] > 1)
     matadd = KERNELS["matadd"]
     ptx = backends()["simt"].impl.to_ptx(matadd, "sm_90", OPTIONS)
     # pointer + 2 extents + 2 strides per rank-2 tensor, three tensors
@@ -61,7 +61,8 @@ def test_params_follow_abi_v1():
 
 def test_readonly_inputs_use_the_noncoherent_path():
     ptx = backends()["simt"].impl.to_ptx(KERNELS["vecadd"], "sm_90", OPTIONS)
-    assert ptx.count("ld.global.nc") == 2
+    assert ptx.count("ld.global.nc") >= 2
+    assert ptx.count("ld.global.") == ptx.count("ld.global.nc")
     assert "st.global" in ptx
 
 
@@ -105,3 +106,30 @@ def test_debug_build_bounds_checks_reads_and_release_does_not():
     assert "__buildtile_bounds" not in release_ptx
     assert "atom" in debug_ptx and "atom" not in release_ptx
     assert ptx_to_cubin(debug_ptx, "sm_90")[:4] == b"\x7fELF"
+
+
+def test_index_only_kernels_are_coarsened_and_take_the_logical_grid_last():
+    assert KERNELS["vecadd"].contract["coarsen"] == 4
+    assert KERNELS["matadd"].contract["coarsen"] == 1            # 2-D: not coarsened
+    ptx = backends()["simt"].impl.to_ptx(KERNELS["vecadd"], "sm_90", OPTIONS)
+    assert len(re.findall(rf"{KERNELS['vecadd'].symbol}_param_\d+[,\n]", ptx)) == 7
+
+
+def test_block_level_kernels_are_not_coarsened():
+    project = load_project(EXAMPLE)
+    registry = backends()
+    coarsen = {src.name: registry[src.kind].impl.analyze(src, OPTIONS).contract["coarsen"]
+               for src in discover(project)}
+    # shared memory, thread geometry, warps or a 3-D index: one logical block per block
+    for name in ("block_sum", "transpose_tiled", "softmax_rows", "laplacian_3d", "matadd"):
+        assert coarsen[name] == 1, name
+    assert coarsen["histogram"] == coarsen["saxpy"] == 4
+
+
+def test_launch_extras_divide_the_grid_and_pass_the_logical_extent():
+    from buildtile.interop.abi import launch_extras
+
+    assert launch_extras({"coarsen": 4}, 10) == (3, [10])
+    assert launch_extras({"coarsen": 4}, 8) == (2, [8])
+    assert launch_extras({"coarsen": 1}, 10) == (10, [])
+    assert launch_extras({}, 10) == (10, [])

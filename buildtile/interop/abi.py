@@ -16,6 +16,10 @@ slice
 tensor, disjoint_  ``T* data``, then ``int64 shape[rank]``, then
 tensor             ``int64 strides[rank]`` (in elements, not bytes)
 =================  ============================================================
+
+A kernel whose contract has ``coarsen`` = K > 1 runs K logical blocks in each
+physical block: hosts launch ``ceil(grid.x / K)`` blocks along x and pass one
+more, trailing, ``int64``: the logical ``grid.x``.
 """
 
 from __future__ import annotations
@@ -76,6 +80,14 @@ def kernel_params(params: list[dict]) -> list[PtxParam]:
         else:
             raise ValueError(f"unknown parameter kind {kind!r}")
     return flat
+
+
+def launch_extras(contract: dict, grid_x: int) -> tuple[int, list[int]]:
+    """(physical grid.x, trailing int64 parameters) of a launch of ``grid_x`` logical blocks."""
+    factor = contract.get("coarsen", 1) or 1
+    if factor == 1:
+        return grid_x, []
+    return -(-grid_x // factor), [grid_x]
 
 
 def mangle(module: str, name: str) -> str:

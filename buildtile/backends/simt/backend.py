@@ -52,6 +52,7 @@ class SimtBackend:
                 pass  # no contract: launchable only through unsafe_launch
             elif contract["block"] is not None and kernel_ir.index_dims:
                 _check_block_dims(contract["block"], kernel_ir.index_dims, source, diags)
+            contract["coarsen"] = COARSEN_FACTOR if can_coarsen(kernel_ir, contract) else 1
         if diags:
             raise CompileError(sorted(diags, key=lambda d: (d.span.line if d.span else 0, d.span.col if d.span else 0)))
         analyzed = AnalyzedKernel(
@@ -70,6 +71,30 @@ class SimtBackend:
 
     def to_ptx(self, kernel: AnalyzedKernel, target: str, options: CompileOptions) -> str:
         return llvm_to_ptx(self.llvm_ir(kernel, options), target, options.opt_level)
+
+
+#: logical blocks per physical block for kernels that qualify (see ``can_coarsen``): four
+#: independent copies of a body keep about four times the memory requests in flight
+COARSEN_FACTOR = 4
+
+
+def can_coarsen(kernel_ir, contract: dict) -> bool:
+    """True when the body sees nothing of the block but ``index_1d()``, so one physical
+    thread may run several logical threads one after another with identical results."""
+    block = contract.get("block")
+    if block is None or block[1] != 1 or block[2] != 1 or kernel_ir.index_dims != 1 or kernel_ir.shared:
+        return False
+    bodies = [kernel_ir.body] + [fn.body for fn in kernel_ir.functions.values()]
+    for body in bodies:
+        for stmt in ir.walk_stmts(body):
+            if isinstance(stmt, (ir.Unsafe, ir.SharedDecl)):
+                return False
+        for expr in ir.walk_exprs(body):
+            if isinstance(expr, ir.Intrinsic) and expr.name not in frontend.MATH_FUNCTIONS:
+                return False   # thread geometry, lanes, warps, barriers, shuffles, votes
+            if isinstance(expr, ir.ThreadIndex) and expr.dims != 1:
+                return False
+    return True
 
 
 def bounds_sites(kernel_ir, source: KernelSource) -> list[tuple]:

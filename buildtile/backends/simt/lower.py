@@ -178,6 +178,8 @@ class _Lowering:
         self.module = module
         self.device_fns = device_fns
         self.ret_slot = None
+        self.logical_block = None      # in a coarsened kernel: the logical block of the copy being emitted
+        self.exit_target = None        # where `return` goes when not to the function's exit
         self.bounds_sites: dict = {}
         self.params: dict[str, object] = {}
         self.slots: dict[str, lir.Value] = {}
@@ -234,6 +236,10 @@ class _Lowering:
                 if isinstance(p.ty, TensorT):
                     arg_types += [I64T] * rank
                     arg_names += [f"{p.name}.stride{k}" for k in range(rank)]
+        coarsen = self.contract.get("coarsen", 1)
+        if coarsen > 1:   # ABI: a coarsened kernel takes the logical grid's x extent last
+            arg_types.append(I64T)
+            arg_names.append("logical_blocks")
         fn = lir.Function(self.module, lir.FunctionType(lir.VoidType(), arg_types), self.symbol)
         fn.calling_convention = "ptx_kernel"
         for arg, name in zip(fn.args, arg_names):
@@ -255,6 +261,11 @@ class _Lowering:
                 shape = [next(args) for _ in range(p.ty.rank)]
                 strides = [next(args) for _ in range(p.ty.rank)]
                 self.params[p.name] = _ArrayParam(data, shape, strides, p.ty.elem)
+            # extents are never negative (the hosts check): lets LLVM merge `i < len(c)` with the
+            # unsigned range test of a disjoint store
+            assume = self.intrinsic("llvm.assume", lir.VoidType(), [I1])
+            for extent in self.params[p.name].shape:
+                self.alloca_builder.call(assume, [self.alloca_builder.icmp_signed(">=", extent, I64T(0))])
         for name, ty in self.kernel.shared.items():
             buf = lir.GlobalVariable(self.module, lir.ArrayType(abi_type(ty.elem), ty.size), f"{self.symbol}.{name}", addrspace=3)
             buf.linkage = "internal"
@@ -266,10 +277,43 @@ class _Lowering:
             data = self.alloca_builder.inttoptr(as_int, lir.PointerType(addrspace=3), name=name)
             self.params[name] = _ArrayParam(data, [I64T(ty.size)], [I64T(1)], ty.elem)
         self._alloc_locals()
-        self.stmts(self.kernel.body)
+        if coarsen > 1:
+            self._coarsened_body(coarsen, fn.args[-1])
+        else:
+            self.stmts(self.kernel.body)
         self._close_body()
         self._annotate()
         return str(self.module)
+
+    def _coarsened_body(self, factor: int, logical_blocks: lir.Value) -> None:
+        """Run the body for ``factor`` logical blocks per physical block.
+
+        Logical block ``ctaid.x * factor + k`` runs as copy ``k``; a kernel qualifies only
+        when its body depends on nothing but ``index_1d()`` and its parameters, so the
+        copies are independent and ptxas can overlap their memory traffic. Full physical
+        blocks run the copies unguarded; the last one checks each logical block.
+        """
+        first = self.b.mul(self.b.zext(self.sreg("ctaid.x"), I64T), I64T(factor), flags=["nuw"])
+        full = self.b.icmp_unsigned("<=", self.b.add(first, I64T(factor)), logical_blocks)
+        full_bb = self.fn.append_basic_block("coarse.full")
+        tail_bb = self.fn.append_basic_block("coarse.tail")
+        self.b.cbranch(full, full_bb, tail_bb, )
+        for start, guarded in ((full_bb, False), (tail_bb, True)):
+            self.b.position_at_end(start)
+            for k in range(factor):
+                after = self.fn.append_basic_block(f"coarse.next{k}")
+                block_index = self.b.add(first, I64T(k))
+                if guarded:
+                    body_bb = self.fn.append_basic_block(f"coarse.copy{k}")
+                    self.b.cbranch(self.b.icmp_unsigned("<", block_index, logical_blocks), body_bb, after)
+                    self.b.position_at_end(body_bb)
+                self.logical_block, self.exit_target = block_index, after   # `return` ends this copy only
+                self.stmts(self.kernel.body)
+                if not self.b.block.is_terminated:
+                    self.b.branch(after)
+                self.b.position_at_end(after)
+            self.b.branch(self.exit)
+        self.logical_block, self.exit_target = None, None
 
     def _annotate(self) -> None:
         md = []
@@ -388,7 +432,7 @@ class _Lowering:
     def stmt_Return(self, s: ir.Return) -> None:
         if s.value is not None:
             self.b.store(self.expr(s.value), self.ret_slot)
-        self.b.branch(self.exit)
+        self.b.branch(self.exit_target or self.exit)
 
     def expr_Call(self, e: ir.Call) -> lir.Value:
         return self.b.call(self.device_fns[e.func], [self.expr(a) for a in e.args])
@@ -484,20 +528,24 @@ class _Lowering:
         # index_Nd() axis k: axis dims-1 runs along x (fastest), axis 0 along the slowest dimension
         axis = e.ty.axis if isinstance(e.ty, WitnessT) else 0
         dim = "xyz"[e.dims - 1 - axis]
-        ctaid = self.b.zext(self.sreg(f"ctaid.{dim}"), I64T)
+        ctaid = self.logical_block if self.logical_block is not None else self.b.zext(self.sreg(f"ctaid.{dim}"), I64T)
         ntid = self.b.zext(self.sreg(f"ntid.{dim}"), I64T)
         tid = self.b.zext(self.sreg(f"tid.{dim}"), I64T)
         return self.b.add(self.b.mul(ctaid, ntid, flags=["nuw"]), tid, flags=["nuw"])
 
     def intrinsic(self, name: str, ret: lir.Type, args: list[lir.Type]) -> lir.Function:
-        """An overloaded LLVM intrinsic for one type, declared once per module (``llvm.fma.f32``)."""
-        full = f"{name}.{_type_suffix(ret)}"
+        """An LLVM intrinsic, declared once per module; overloaded ones get their
+        result type's suffix (``llvm.fma.f32``), void ones keep their name (``llvm.assume``)."""
+        full = name if isinstance(ret, lir.VoidType) else f"{name}.{_type_suffix(ret)}"
         fn = self.module.globals.get(full)
         if fn is None:
             fn = lir.Function(self.module, lir.FunctionType(ret, args), full)
         return fn
 
     def sreg(self, name: str) -> lir.Value:
+        block = self.contract.get("block")
+        if name.startswith("ntid.") and block:   # the launch contract fixes the block shape (.reqntid)
+            return I32T(block["xyz".index(name[-1])])
         fn_name = "llvm.nvvm.read.ptx.sreg." + name
         fn = self.module.globals.get(fn_name)
         if fn is None:
