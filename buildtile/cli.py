@@ -29,16 +29,15 @@ def cmd_check(args) -> int:
 
 
 def cmd_build(args) -> int:
-    """Compile in place, next to the package's sources (for development)."""
-    from buildtile.compiler import compile_project
+    """Compile in place, next to the package's sources (for development and editable installs)."""
     from buildtile.config import load_project
-    from buildtile.discovery import source_roots
+    from buildtile.hooks.staging import install_in_place, stage_kernels
 
     project = load_project(args.path)
-    root = next((r for r in source_roots(project.root) if (r / project.package).is_dir()), project.root)
-    manifest = compile_project(project, root, log=print)
-    print(f"compiled {len(manifest['kernels'])} kernels for {', '.join(manifest['targets'])} "
-          f"into {root / project.package / '_buildtile'}")
+    staged = stage_kernels(project, log=print)
+    target = install_in_place(project, staged)
+    print(f"compiled {len(staged.manifest['kernels'])} kernels for {', '.join(staged.manifest['targets'])} "
+          f"into {target}")
     return 0
 
 

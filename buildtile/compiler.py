@@ -10,7 +10,6 @@ import hashlib
 import os
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -25,7 +24,11 @@ from buildtile.interop.abi import ABI_VERSION
 from buildtile.plugins import backends as registered_backends
 from buildtile.plugins import emitters as registered_emitters
 from buildtile.plugins import plugin_manager
-from buildtile.toolchain.nvjitlink import ptx_to_cubin
+import llvmlite.binding as llvm
+
+from buildtile.cache import KernelCache, cache_key, resolve_cache_dir
+from buildtile.jobs import Job, Progress, run_jobs
+from buildtile.toolchain.nvjitlink import nvjitlink_version
 from buildtile.toolchain.ptx import target_arch
 
 
@@ -91,26 +94,21 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".buildtile-", dir=Path(out_dir)))
     try:
+        jobs = _plan_jobs(project, kernels, targets, options, backends)
+        run_jobs([j for js in jobs.values() for j in js], KernelCache(resolve_cache_dir(settings.cache_dir)),
+                 options.opt_level, settings.jobs, Progress(log))
         records, timings = [], {}
-        total, done = len(kernels) * len(targets), 0
         for k in kernels:
-            backend = backends[k.source.kind].impl
             artifacts = {}
-            for target in targets:
-                pm.hook.buildtile_before_compile(project=project, kernel=k, target=target)
-                start = time.perf_counter()
-                ptx = backend.to_ptx(k, target, options)
-                cubin = ptx_to_cubin(ptx, target, name=f"{k.symbol}.ptx", opt_level=options.opt_level)
-                seconds = time.perf_counter() - start
-                done += 1
-                log(f"[{done}/{total}] {k.source.module}.{k.source.name} -> {target} ({seconds * 1e3:.0f} ms)")
-                timings[(k.source.name, target)] = seconds
-                artifacts[target] = _write(staging, f"kernels/{k.symbol}.{target}.cubin", cubin, "cubin")
+            for job in jobs[k.symbol]:
+                target = job.target
+                timings[(k.source.name, target)] = job.seconds
+                artifacts[target] = _write(staging, f"kernels/{k.symbol}.{target}.cubin", job.cubin, "cubin")
                 if target == ptx_target:
-                    artifacts["ptx"] = {**_write(staging, f"kernels/{k.symbol}.{target}.ptx", ptx.encode(), "ptx"),
+                    artifacts["ptx"] = {**_write(staging, f"kernels/{k.symbol}.{target}.ptx", job.ptx.encode(), "ptx"),
                                         "target": target}
                 pm.hook.buildtile_after_compile(project=project, kernel=k, target=target,
-                                                artifact=Artifact(k.source.name, target, "cubin", cubin, seconds))
+                                                artifact=Artifact(k.source.name, target, "cubin", job.cubin, job.seconds))
             records.append({
                 "name": k.source.name, "module": k.source.module, "symbol": k.symbol, "kind": k.source.kind,
                 "source": {"file": k.source.display_file, "line": k.source.node.lineno},
@@ -140,6 +138,30 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
             shutil.rmtree(staging, ignore_errors=True)
     pm.hook.buildtile_after_package(project=project, manifest=manifest, out_dir=package_out)
     return {**manifest, "_cmake_source_dirs": cmake_dirs, "_timings": timings}
+
+
+def _plan_jobs(project: Project, kernels: list[AnalyzedKernel], targets: list[str], options: CompileOptions,
+               backends: dict) -> dict[str, list[Job]]:
+    """One job per kernel and target, keyed by the content that decides its bytes."""
+    pm = plugin_manager()
+    toolchain = f"llvm {'.'.join(map(str, llvm.llvm_version_info))}; nvjitlink {'.'.join(map(str, nvjitlink_version()))}"
+    plan: dict[str, list[Job]] = {}
+    for k in kernels:
+        backend = backends[k.source.kind]
+        lower = getattr(backend.impl, "llvm_ir", None)
+        llvm_ir = lower(k, options) if lower is not None else None
+        # without LLVM IR, the kernel's whole module source stands in for its content
+        content = llvm_ir if llvm_ir is not None else "\n".join(k.source.lines) + k.source.name
+        for target in targets:
+            pm.hook.buildtile_before_compile(project=project, kernel=k, target=target)
+            key = cache_key(__version__, backend.kind, backend.version, toolchain, target,
+                            str(options.opt_level), options.checks, content)
+            make_ptx = None
+            if llvm_ir is None:
+                make_ptx = lambda impl=backend.impl, k=k, t=target: impl.to_ptx(k, t, options)  # noqa: E731
+            plan.setdefault(k.symbol, []).append(Job(f"{k.source.module}.{k.source.name} -> {target}", target, key,
+                                                     llvm_ir, make_ptx))
+    return plan
 
 
 def _write(root: Path, rel: str, data: bytes, kind: str) -> dict:

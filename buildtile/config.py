@@ -100,6 +100,12 @@ def _check_checks(mode: str) -> str | None:
     return None
 
 
+def _check_jobs(jobs: int) -> str | None:
+    if jobs < 0:
+        return f"must be 0 (one per CPU core) or a positive number, got {jobs}"
+    return None
+
+
 def _meta(key: str, doc: str, check: Check | None = None) -> dict:
     """What the reader and the schema need of a field: TOML key, documentation, value check."""
     return {"key": key, "doc": doc, "check": check}
@@ -144,6 +150,14 @@ class BuildtileSettings:
     ))
     c_abi: CAbiSettings = field(default_factory=CAbiSettings, metadata=_meta(
         "c-abi", "The C ABI shim library.",
+    ))
+    jobs: int = field(default=0, metadata=_meta(
+        "jobs", "Kernels x targets compiled at once; 0 means one per CPU core.", _check_jobs,
+    ))
+    cache_dir: str = field(default="", metadata=_meta(
+        "cache-dir",
+        "Where compiled kernels are cached by content; empty means the user cache "
+        "($XDG_CACHE_HOME/buildtile or ~/.cache/buildtile). \"off\" disables the cache.",
     ))
 
 

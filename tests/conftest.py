@@ -240,3 +240,15 @@ def ops(make_kernel_package, fake_gpu):
     for record in module.MANIFEST["kernels"]:
         fake_gpu.expect_kernel(record)
     return module
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_kernel_cache(tmp_path_factory):
+    """Builds in tests use a cache of their own, never the user's (and start cold)."""
+    previous = os.environ.get("BUILDTILE_CACHE_DIR")
+    os.environ["BUILDTILE_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernel-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("BUILDTILE_CACHE_DIR", None)
+    else:
+        os.environ["BUILDTILE_CACHE_DIR"] = previous

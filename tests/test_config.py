@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from buildtile.config import BuildtileSettings, json_schema, load_project, model_keys
+from buildtile.config import BuildtileSettings, json_schema, load_project, model_keys, read_settings
 from buildtile.errors import ConfigError
 
 PROJECT_HEADER = """\
@@ -117,11 +117,12 @@ def test_environment_wins_over_config_settings(tmp_path):
 
 def test_schema_describes_every_key_of_the_model():
     schema = json_schema()
-    assert set(schema["properties"]) == {"kernels", "targets", "ptx", "opt-level", "checks", "c-abi"}
+    assert set(schema["properties"]) == {"kernels", "targets", "ptx", "opt-level", "checks", "c-abi",
+                                         "jobs", "cache-dir"}
     assert set(schema["properties"]["c-abi"]["properties"]) == {"enabled"}
     assert schema["additionalProperties"] is False
     assert {".".join(k) for k in model_keys()} == {
-        "kernels", "targets", "ptx", "opt-level", "checks", "c-abi.enabled"}
+        "kernels", "targets", "ptx", "opt-level", "checks", "c-abi.enabled", "jobs", "cache-dir"}
 
 
 # --------------------------------------------------------------------------- mistakes
@@ -224,3 +225,14 @@ def test_bad_environment_variable_names_the_variable(tmp_path):
     write_project(tmp_path, '[tool.buildtile]\nkernels = ["my_kernels.ops"]\n')
     message = config_error(tmp_path, env={"BUILDTILE_PTX": "maybe"})
     assert "environment variable BUILDTILE_PTX" in message
+
+
+def test_jobs_and_cache_dir_come_from_the_environment(tmp_path):
+    settings = read_settings({"kernels": ["pkg.ops"]}, "pyproject.toml",
+                             env={"BUILDTILE_JOBS": "3", "BUILDTILE_CACHE_DIR": str(tmp_path)})
+    assert (settings.jobs, settings.cache_dir) == (3, str(tmp_path))
+
+
+def test_negative_jobs_names_the_key():
+    with pytest.raises(ConfigError, match="jobs"):
+        read_settings({"kernels": ["pkg.ops"], "jobs": -1}, "pyproject.toml")

@@ -38,7 +38,8 @@ def _load_nvjitlink():
 def ptx_to_cubin(ptx: str, target: str, *, name: str = "kernel.ptx", opt_level: int = 3) -> bytes:
     """Assemble and link PTX into a cubin for ``target`` (``sm_XX``)."""
     nvjitlink = _load_nvjitlink()
-    options = [f"-arch={target}", f"-O{min(opt_level, 3)}"]
+    # nvJitLink (ptxas) takes -O0 or -O3 only; LLVM did the level-specific work already
+    options = [f"-arch={target}", "-O0" if opt_level == 0 else "-O3"]
     try:
         handle = nvjitlink.create(len(options), options)
     except nvjitlink.nvJitLinkError as exc:
