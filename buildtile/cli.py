@@ -33,7 +33,8 @@ def cmd_build(args) -> int:
     from buildtile.config import load_project
     from buildtile.hooks.staging import install_in_place, stage_kernels
 
-    project = load_project(args.path)
+    overrides = {"buildtile.jobs": str(args.jobs)} if args.jobs is not None else None
+    project = load_project(args.path, config_settings=overrides)
     staged = stage_kernels(project, log=print)
     target = install_in_place(project, staged)
     print(f"compiled {len(staged.manifest['kernels'])} kernels for {', '.join(staged.manifest['targets'])} "
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("build", help="compile a project's kernels in place")
     p.add_argument("path", nargs="?", default=".")
+    p.add_argument("-j", "--jobs", type=int, default=None,
+                   help="kernels x targets compiled at once (default: BUILDTILE_JOBS, else one per core)")
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("inspect", help="list the kernels, targets and sizes of a wheel or package")
     p.add_argument("target")
