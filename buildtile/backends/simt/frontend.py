@@ -10,6 +10,7 @@ build reports every problem of a kernel.
 from __future__ import annotations
 
 import ast
+import difflib
 import operator
 from dataclasses import dataclass
 
@@ -73,10 +74,12 @@ def build_typed_ir(source: KernelSource) -> tuple[ir.KernelIR | None, list[Diagn
     """Type a kernel; returns its IR (None on errors) and its diagnostics."""
     table = _DeviceFunctions(source)
     kernel, diags = _type_until_settled(lambda refined: _KernelTyper(source, refined, table))
+    for name in table.defs:      # report errors in every device function, called or not
+        table.signature(name)
     diags = table.diagnostics + diags
     if diags:
         return None, diags
-    kernel.functions = dict(table.typed)
+    kernel.functions = {name: fn for name, fn in table.typed.items() if name in table.called}
     return kernel, diags
 
 
@@ -84,7 +87,10 @@ def _type_until_settled(make_typer):
     refined: dict[str, Scalar] = {}
     for _ in range(8):
         typer = make_typer(refined)
-        result = typer.run()
+        try:
+            result = typer.run()
+        except _Abort:     # a signature error: reported, nothing more to type
+            result = None
         if typer.diagnostics or not typer.refinements:
             break
         refined.update(typer.refinements)
@@ -104,6 +110,7 @@ class _DeviceFunctions:
         self.typed: dict[str, ir.FunctionIR] = {}
         self.failed: set[str] = set()
         self.in_progress: list[str] = []
+        self.called: set[str] = set()     # reached from the kernel (only these are lowered)
         self.diagnostics: list[Diagnostic] = []
 
     def signature(self, name: str) -> ir.FunctionIR | None:
@@ -186,6 +193,8 @@ def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str]):
 
 
 def _scalar_of(node: ast.AST, namespace: dict[str, str]) -> Scalar | None:
+    if isinstance(node, ast.Name) and node.id == "bool" and "bool" not in namespace:
+        return BOOL   # the builtin name reads naturally in annotations
     name = resolve_dotted(node, namespace)
     if name and name.startswith(TYPES_MODULE + "."):
         return SCALARS.get(name.rsplit(".", 1)[-1])
@@ -213,11 +222,24 @@ class _KernelTyper:
         self.index_dims: set[int] = set()
         self.shared: dict[str, ir.Param] = {}
         self.poisoned: set[str] = set()
+        body_node = device_fn if device_fn is not None else source.node
+        #: how often each name is bound in the function (a loop variable counts twice)
+        self.assign_counts: dict[str, int] = {}
+        for node in ast.walk(body_node):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                self.assign_counts[node.id] = self.assign_counts.get(node.id, 0) + 1
+            if isinstance(node, (ast.AugAssign, ast.For)) and isinstance(node.target, ast.Name):
+                self.assign_counts[node.target.id] = self.assign_counts.get(node.target.id, 0) + 1
 
     # ------------------------------------------------------------ reporting
     def error(self, code: str, node: ast.AST, message: str, label: str = "", help: str = "") -> None:
         span = Span.of(node, self.src.display_file, self.src.lines)
         self.diagnostics.append(Diagnostic(code, message, span, label=label, help=help))
+
+    def fail_silently_after(self, code: str, node: ast.AST, message: str) -> None:
+        """Report, then stop typing this function: what follows would only repeat the error."""
+        self.error(code, node, message)
+        raise _Abort
 
     def fail(self, code: str, node: ast.AST, message: str, label: str = "", help: str = ""):
         self.error(code, node, message, label, help)
@@ -239,6 +261,7 @@ class _KernelTyper:
                 self.error("BT0308", a.annotation or a, f"bad type for parameter `{a.arg}`: {why}",
                            help="annotate it with a scalar (f32, i64, ...) or Slice[T], "
                                 "DisjointSlice[T], AtomicSlice[T], Tensor[T, rank], DisjointTensor[T, rank]")
+                self.poisoned.add(a.arg)
                 continue
             p = ir.Param(a.arg, ty, a)
             self.params[a.arg] = p
@@ -268,6 +291,7 @@ class _KernelTyper:
             if ty is None:
                 self.error("BT0308", a.annotation or a, f"parameter `{a.arg}` of device function `{fn.name}` needs a scalar type",
                            help="device functions take scalars (f32, i64, ...); index arrays in the kernel and pass values")
+                self.poisoned.add(a.arg)
                 continue
             p = ir.Param(a.arg, ty, a)
             self.params[a.arg] = p
@@ -277,10 +301,9 @@ class _KernelTyper:
         else:
             self.ret = _scalar_of(fn.returns, self.ns)
             if self.ret is None:
-                self.error("BT0308", fn.returns, f"device function `{fn.name}` must return a scalar type")
-                self.ret = VOID
+                self.fail_silently_after("BT0308", fn.returns, f"device function `{fn.name}` must return a scalar type")
         body = self.copy_reassigned_params(fn, params) + self.block(fn.body)
-        if self.ret != VOID and not (body and isinstance(body[-1], ir.Return)):
+        if self.ret != VOID and not self.diagnostics and not (body and isinstance(body[-1], ir.Return)):
             self.error("BT0308", fn, f"device function `{fn.name}` must end with `return <{self.ret}>`",
                        help="every path of a function with a result returns a value")
         local_types = {name: self._final_type(loc.ty) for name, loc in self.locals.items()}
@@ -405,12 +428,16 @@ class _KernelTyper:
         if local is None:
             ty = self.refined.get(name, value.ty)
             if isinstance(value.ty, WitnessT):
+                if isinstance(value, ir.Var) and self.assign_counts.get(name, 0) > 1:
+                    # `k = i` then `k += stride`: the copy is a plain index, not a witness
+                    self.locals[name] = _Local(I64)
+                    return ir.Assign(name=name, value=ir.Var(I64, name=value.name, src=value.src), src=node)
                 self.locals[name] = _Local(value.ty, witness=True)
                 return ir.Assign(name=name, value=value, src=node)
             if isinstance(ty, Weak) or isinstance(value.ty, Weak):
                 value = self.coerce(value, ty, node) if not isinstance(ty, Weak) else value
             elif value_type(value.ty) != ty:
-                self.type_mismatch(node, f"`{name}`", ty, value.ty)
+                self.type_mismatch(value.src or node, f"`{name}`", ty, value.ty)
             self.locals[name] = _Local(ty)
             return ir.Assign(name=name, value=value, src=node)
         if local.witness:
@@ -420,7 +447,7 @@ class _KernelTyper:
         if isinstance(local.ty, Weak) and not isinstance(value_type(value.ty), Weak):
             self.refine(name, value_type(value.ty), node)
             return ir.Assign(name=name, value=value, src=node)
-        value = self.coerce(value, local.ty, node)
+        value = self.coerce(value, local.ty, value.src or node)
         return ir.Assign(name=name, value=value, src=node)
 
     def store(self, target: ast.Subscript, value_node: ast.AST, node: ast.stmt):
@@ -462,15 +489,21 @@ class _KernelTyper:
             args.append(ir.Const(WEAK_INT, value=1, src=it))
         start, stop, step = args
         ty = self._unify_all([start, stop, step], it)
+        name = node.target.id
+        known = self.locals[name].ty if name in self.locals else self.refined.get(name)
+        if isinstance(ty, Weak) and isinstance(known, Scalar):
+            ty = known   # the loop variable was typed by a later use: literal bounds follow it
         start, stop, step = (self.coerce(a, ty, it) for a in (start, stop, step))
         step_sign = 0
         if isinstance(step, ir.Const):
             if step.value == 0:
                 self.fail("BT0600", it.args[2], "range() step must not be zero")
             step_sign = 1 if step.value > 0 else -1
-        name = node.target.id
         if name in self.params or (name in self.locals and self.locals[name].witness):
-            self.fail("BT0384", node.target, f"cannot use `{name}` as a loop variable")
+            what = "a parameter" if name in self.params else "a thread index"
+            self.fail("BT0384", node.target, f"cannot use `{name}` as a loop variable",
+                      label=f"`{name}` is {what}, which the loop would reassign",
+                      help="give the loop its own variable name")
         existing = self.locals.get(name)
         if existing is None:
             self.locals[name] = _Local(self.refined.get(name, ty))
@@ -534,7 +567,8 @@ class _KernelTyper:
             return ir.Const(WEAK_INT, value=v, src=node)
         if isinstance(v, float):
             return ir.Const(WEAK_FLOAT, value=v, src=node)
-        self.fail("BT0308", node, f"{type(v).__name__} literals are not supported in kernels")
+        self.fail("BT0200", node, f"{type(v).__name__} literals are not supported in kernels",
+                  help="kernels compute on numbers and booleans")
 
     def expr_Name(self, node: ast.Name):
         name = node.id
@@ -557,14 +591,17 @@ class _KernelTyper:
 
     def expr_BinOp(self, node: ast.BinOp):
         op = _BINOPS.get(type(node.op))
+        if isinstance(node.op, ast.Pow):
+            self.fail("BT0200", node, "operator `**` is not supported in kernels",
+                      help="write `math.pow(x, y)` for floats, or multiply")
         if op is None:
-            self.fail("BT0200", node, f"operator `{type(node.op).__name__}` is not supported")
+            self.fail("BT0200", node, f"operator `{ast.unparse(node.op) if hasattr(ast, 'unparse') else type(node.op).__name__}` is not supported")
         lhs, rhs = self.expr(node.left), self.expr(node.right)
         if isinstance(lhs, ir.Const) and isinstance(rhs, ir.Const) and isinstance(lhs.ty, Weak) and isinstance(rhs.ty, Weak):
             try:
                 value = _FOLD[op](lhs.value, rhs.value)
             except ZeroDivisionError:
-                self.fail("BT0600", node, "division by zero in a constant expression")
+                self.fail("BT0080", node, "division by zero in a constant expression")
             return ir.Const(WEAK_FLOAT if isinstance(value, float) else WEAK_INT, value=value, src=node)
         ty = self.unify(lhs, rhs, node)
         lhs, rhs = self.coerce(lhs, ty, node.left), self.coerce(rhs, ty, node.right)
@@ -657,6 +694,8 @@ class _KernelTyper:
         return ir.Load(param.ty.elem, param=param.name, indices=indices, src=node)
 
     def subscript_parts(self, node: ast.Subscript) -> tuple[ir.Param, list[ir.Expr]]:
+        if isinstance(node.value, ast.Name) and node.value.id in self.poisoned and node.value.id not in self.locals:
+            raise _Abort  # its binding already failed with a diagnostic
         if isinstance(node.value, ast.Name) and node.value.id in self.shared:
             param = self.shared[node.value.id]
         elif isinstance(node.value, ast.Name) and node.value.id in self.params:
@@ -696,8 +735,11 @@ class _KernelTyper:
             return self.call_math(node, "fabs" if func.id == "abs" else func.id)
         if dotted and dotted.startswith(TYPES_MODULE + "."):
             target = SCALARS.get(dotted.rsplit(".", 1)[-1])
-            if target is None or len(node.args) != 1:
-                self.fail("BT0308", node, f"`{ast.unparse(func)}(x)` is not a cast")
+            if target is None:
+                self.fail("BT0425", func, f"`{ast.unparse(func)}` is not a scalar type to cast to")
+            if len(node.args) != 1:
+                self.fail("BT0308", node, f"the cast `{ast.unparse(func)}(...)` takes exactly one argument, "
+                          f"{len(node.args)} given")
             value = self.expr(node.args[0])
             if isinstance(value, ir.Const) and isinstance(value.ty, Weak):
                 return self.coerce(value, target, node)
@@ -710,11 +752,14 @@ class _KernelTyper:
             return self.call_simt(node, dotted[len(SIMT_MODULE) + 1:])
         if isinstance(func, ast.Name) and func.id in self.functions.defs and func.id not in self.locals:
             return self.call_device(node, func.id)
-        if isinstance(func, ast.Name) and any(
-            isinstance(s, ast.FunctionDef) and s.name == func.id for s in self.src.module_ast.body
-        ):
-            self.fail("BT0425", node.func, f"`{func.id}` is not a device function",
-                      help=f"decorate it with `@simt.device` to call it from kernels")
+        defined = next((s for s in self.src.module_ast.body
+                        if isinstance(func, ast.Name) and isinstance(s, ast.FunctionDef) and s.name == func.id), None)
+        if defined is not None:
+            is_kernel = any(resolve_dotted(d.func if isinstance(d, ast.Call) else d, self.ns) == SIMT_MODULE + ".kernel"
+                            for d in defined.decorator_list)
+            self.fail("BT0425", node.func, f"`{func.id}` is {'a kernel' if is_kernel else 'not a device function'}",
+                      help="kernels are launched from the host; move the shared code into a `@simt.device` function"
+                      if is_kernel else "decorate it with `@simt.device` to call it from kernels")
         self.fail("BT0425", func, f"cannot find function `{ast.unparse(func)}` for kernels",
                   help="kernels call casts (f32(x)), len(), math functions and simt intrinsics")
 
@@ -722,6 +767,7 @@ class _KernelTyper:
         if name in self.functions.in_progress or (self.device_fn is not None and self.device_fn.name == name):
             self.fail("BT0200", node, f"recursive call of `{name}`", help="device functions cannot recurse; write a loop")
         self.functions.in_progress.append(name)
+        self.functions.called.add(name)
         try:
             fn = self.functions.signature(name)
         finally:
@@ -796,6 +842,8 @@ class _KernelTyper:
                 self.fail("BT0308", node, "`simt.sync_threads()` takes no arguments")
             return ir.Intrinsic(VOID, name="sync_threads", src=node)
         if name in ("lane_id", "warp_id"):
+            if node.args:
+                self.fail("BT0308", node, f"`simt.{name}()` takes no arguments")
             return ir.Intrinsic(I64, name=name, src=node)
         if name == "shared_array":
             if self.device_fn is not None:
@@ -825,7 +873,11 @@ class _KernelTyper:
                 self.fail("BT0308", node, f"`simt.{name}(predicate)` takes 1 argument")
             pred = self.condition(node.args[0])
             return ir.Intrinsic(U32 if name == "ballot" else BOOL, name=f"vote_{name}", args=[pred], src=node)
-        self.fail("BT0200", node, f"`simt.{name}` is not supported yet in this version of the SIMT backend")
+        known = ["index_1d", "index_2d", "index_3d", "sync_threads", "lane_id", "warp_id", "shared_array",
+                 "shfl_down", "shfl_xor", "shfl_idx", "ballot", "any", "all"]
+        close = difflib.get_close_matches(name, known, n=1)
+        self.fail("BT0425", node.func, f"cannot find function `simt.{name}`",
+                  help=f"did you mean `simt.{close[0]}`?" if close else f"simt functions: {', '.join(known)}")
 
     # ------------------------------------------------------------ typing helpers
     def condition(self, node: ast.AST) -> ir.Expr:
@@ -880,6 +932,11 @@ class _KernelTyper:
 
     def _retype(self, value: ir.Expr, ty: Scalar) -> ir.Expr:
         if isinstance(value, ir.Const):
+            if ty.is_int:
+                lo, hi = (0, 2 ** ty.bits - 1) if ty.kind == "uint" else (-(2 ** (ty.bits - 1)), 2 ** (ty.bits - 1) - 1)
+                if not lo <= value.value <= hi:
+                    self.fail("BT0308", value.src, f"literal `{value.value}` out of range for {ty}",
+                              label=f"{ty} holds {lo}..{hi}", help="use a wider type, or cast explicitly")
             return ir.Const(ty, value=float(value.value) if ty.is_float else value.value, src=value.src)
         if isinstance(value, ir.Var):
             self.refine(value.name, ty, value.src)

@@ -518,7 +518,12 @@ class _Lowering:
 
     def _load(self, e: ir.Load, arr: _ArrayParam, indices: list[lir.Value]) -> lir.Value:
         ptr = self.address(arr, indices)
-        value = self.b.load(ptr, typ=abi_type(arr.elem), align=max(1, arr.elem.bits // 8))
+        align = max(1, arr.elem.bits // 8)
+        if getattr(self.kernel_param_types.get(e.param), "access", None) == "atomic":
+            # other threads change an AtomicSlice during the launch: read it atomically (relaxed),
+            # so a loop that waits on it reloads it every time
+            return from_memory(self.b, self.b.load_atomic(ptr, "monotonic", align, typ=abi_type(arr.elem)), arr.elem)
+        value = self.b.load(ptr, typ=abi_type(arr.elem), align=align)
         if getattr(self.kernel_param_types.get(e.param), "access", None) == "read":
             # nothing writes a read-only parameter during the launch: lets LLVM use ld.global.nc
             value.set_metadata("invariant.load", self.module.add_metadata([]))

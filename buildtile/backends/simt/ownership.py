@@ -15,6 +15,8 @@ The rules, in the spirit of Rust's borrow checker:
 
 from __future__ import annotations
 
+import ast
+
 from buildtile.backend import KernelSource
 from buildtile.diagnostics import Diagnostic, Span
 from buildtile.backends.simt import ir
@@ -25,10 +27,13 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
     params = {p.name: p.ty for p in kernel.params}
     params.update(kernel.shared)
     diags: list[Diagnostic] = []
+    orders: dict = {}        # disjoint tensor -> (axis order of its first access, where)
 
     def report(code, node, message, label, help):
-        diags.append(Diagnostic(code, message, Span.of(node, source.display_file, source.lines),
-                                label=label, help=help))
+        span = Span.of(node, source.display_file, source.lines)
+        if any(d.code == code and d.span == span for d in diags):
+            return   # `c[i + 1] += v` reads and writes one place: one error is enough
+        diags.append(Diagnostic(code, message, span, label=label, help=help))
 
     def outside_unsafe(node, what: str) -> None:
         report("BT0133", node, f"{what} requires unsafe",
@@ -56,14 +61,14 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
                     report("BT0594", stmt.src, f"cannot assign to `{stmt.param}[...]`: AtomicSlice elements change only through atomic operations",
                            "plain store to an AtomicSlice", f"use `{stmt.param}.atomic_exchange(i, v)` or `{stmt.param}.atomic_add(i, v)`")
                 elif not unsafe:
-                    _check_own_index(stmt.param, ty, stmt.indices, stmt.src, "write", report)
+                    _check_own_index(stmt.param, ty, stmt.indices, stmt.src, "write", report, orders)
             own_exprs = [v for v in vars(stmt).values()
                          if isinstance(v, ir.Expr) or (isinstance(v, list) and v and isinstance(v[0], ir.Expr))]
             for expr in ir.walk_exprs(own_exprs):
                 if isinstance(expr, ir.Load):
                     ty = params[expr.param]
                     if ty.access == "disjoint" and not unsafe:
-                        _check_own_index(expr.param, ty, expr.indices, expr.src, "read", report)
+                        _check_own_index(expr.param, ty, expr.indices, expr.src, "read", report, orders)
                     elif ty.access == "shared" and not unsafe:
                         outside_unsafe(expr.src, f"reading shared array `{expr.param}`")
             for value in vars(stmt).values():
@@ -74,7 +79,7 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
     return diags
 
 
-def _check_own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, report) -> None:
+def _check_own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, report, orders: dict) -> None:
     rank = ty.rank if isinstance(ty, TensorT) else 1
     axes = []
     for idx in indices:
@@ -88,9 +93,20 @@ def _check_own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, rep
         axes.append(wt)
     dims = {w.dims for w in axes}
     if dims != {rank} or len({w.axis for w in axes}) != rank:
+        what = "the axis" if rank == 1 else f"all {rank} axes"
         report("BT0499", node, f"index is not this thread's own: cannot {verb} `{name}` here",
-               f"{name} has rank {rank}, so it takes all {rank} axes of `{_own_call(rank)}` once each",
-               f"write `{name}[{_own_spelling(rank)}]`")
+               f"`{name}` has rank {rank}, so it takes {what} of `{_own_call(rank)}`{'' if rank == 1 else ' once each'}",
+               f"index `{name}` with the names bound by `{_own_call(rank)}`, one per axis")
+        return
+    # a permutation of the axes is one thread's own element too, but only if every access of
+    # the parameter uses the same one: m[row, col] and m[col, row] are different threads' elements
+    order = tuple(w.axis for w in axes)
+    first = orders.setdefault(name, (order, node))
+    if first[0] != order:
+        report("BT0499", node, f"index is not this thread's own: `{name}` is indexed with another axis order here",
+               f"`{ast.unparse(first[1])}` (line {first[1].lineno}) orders the thread axes otherwise, "
+               "so this element belongs to another thread",
+               f"index `{name}` with the same order of thread axes everywhere")
 
 
 def _why_not_own(idx: ir.Expr) -> str:

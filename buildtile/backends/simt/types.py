@@ -93,7 +93,7 @@ class WitnessT:
     axis: int   # 0 = slowest (row) ... dims-1 = fastest (x)
 
     def __str__(self) -> str:
-        return f"ThreadIndex[{self.axis} of {self.dims}]"
+        return "a thread index (i64)"
 
 
 @dataclass(frozen=True)
