@@ -42,6 +42,15 @@ def cmd_build(args) -> int:
     return 0
 
 
+def cmd_new(args) -> int:
+    from buildtile.scaffold import new_project
+
+    root = new_project(args.name, Path(args.dir))
+    print(f"created {root}\n  pip install --no-build-isolation {root}   # compiles its kernels\n"
+          f"  buildtile check {root}")
+    return 0
+
+
 def cmd_inspect(args) -> int:
     from buildtile.inspect import describe
 
@@ -66,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-j", "--jobs", type=int, default=None,
                    help="kernels x targets compiled at once (default: BUILDTILE_JOBS, else one per core)")
     p.set_defaults(func=cmd_build)
+    p = sub.add_parser("new", help="create a project with kernels, a Python and a C++ host, and tests")
+    p.add_argument("name")
+    p.add_argument("--dir", default=".", help="where to create it (default: here)")
+    p.set_defaults(func=cmd_new)
     p = sub.add_parser("inspect", help="list the kernels, targets and sizes of a wheel or package")
     p.add_argument("target")
     p.add_argument("--json", action="store_true")
