@@ -31,12 +31,13 @@ def cmd_check(args) -> int:
 def cmd_build(args) -> int:
     """Compile in place, next to the package's sources (for development and editable installs)."""
     from buildtile.config import load_project
-    from buildtile.hooks.staging import install_in_place, stage_kernels
+    from buildtile.hooks.staging import build_c_abi_in_place, install_in_place, stage_kernels
 
     overrides = {"buildtile.jobs": str(args.jobs)} if args.jobs is not None else None
     project = load_project(args.path, config_settings=overrides)
     staged = stage_kernels(project, log=print)
     target = install_in_place(project, staged)
+    build_c_abi_in_place(project, staged, log=print)
     print(f"compiled {len(staged.manifest['kernels'])} kernels for {', '.join(staged.manifest['targets'])} "
           f"into {target}")
     return 0

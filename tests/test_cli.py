@@ -49,3 +49,16 @@ def test_doctor_reports_each_tool(capsys):
     out = capsys.readouterr().out
     for name in ("LLVM", "nvJitLink", "GPU", "C compiler", "CMake"):
         assert f"] {name}:" in out
+
+
+def test_build_in_place_also_builds_the_c_library(tmp_path, capsys):
+    import shutil
+
+    project = tmp_path / "example_project"
+    shutil.copytree(ROOT / "example_project", project, ignore=shutil.ignore_patterns("build", "cpp", "_buildtile"))
+    text = (project / "pyproject.toml").read_text()
+    (project / "pyproject.toml").write_text(text.replace('targets = ["sm_80", "sm_90"]', 'targets = ["sm_90"]'))
+    assert main(["build", str(project)]) == 0
+    lib = project / "example_kernels/_buildtile/lib/libexample_kernels_kernels.so"
+    assert lib.is_file()
+    assert (project / "example_kernels/_buildtile/.gitignore").is_file()

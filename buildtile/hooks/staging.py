@@ -81,3 +81,34 @@ def install_in_place(project: Project, staged: StagedKernels) -> Path:
     shutil.copytree(staged.artifacts_dir, target)
     (target / ".gitignore").write_text(SELF_IGNORE)
     return target
+
+
+def build_c_abi_in_place(project: Project, staged: StagedKernels, log: Callable[[str], None]) -> Path | None:
+    """Build the C shim library with CMake into the package's ``_buildtile/lib``.
+
+    What scikit-build-core does for a wheel, done directly for ``buildtile build``,
+    so a C/C++ host of an editable install links kernels as fresh as the Python side.
+    """
+    if staged.cmake_source_dir is None:
+        return None
+    import subprocess
+
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        from buildtile.errors import ToolchainError
+
+        raise ToolchainError("the C ABI library needs CMake, and none is on PATH", help="pip install cmake")
+    build_dir = staging_dir(project) / "cmake-build"
+    prefix = project.package_dir.parent
+    for cmd in ([cmake, "-S", str(staged.cmake_source_dir), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
+                 f"-DCMAKE_INSTALL_PREFIX={prefix}"],
+                [cmake, "--build", str(build_dir)],
+                [cmake, "--install", str(build_dir)]):
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        if run.returncode != 0:
+            from buildtile.errors import ToolchainError
+
+            raise ToolchainError(f"`{' '.join(cmd)}` failed:\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
+    library_dir = project.package_dir / MANIFEST_DIR / "lib"
+    log(f"built the C ABI library into {library_dir}")
+    return library_dir
