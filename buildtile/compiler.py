@@ -104,7 +104,8 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
                 target = job.target
                 timings[(k.source.name, target)] = job.seconds
                 artifacts[target] = _write(staging, f"kernels/{k.symbol}.{target}.cubin", job.cubin, "cubin")
-                if target == ptx_target:
+                if settings.ptx and target == kernel_targets(k, targets)[0]:
+                    # the lowest target it is built for: PTX the driver can JIT on newer GPUs
                     artifacts["ptx"] = {**_write(staging, f"kernels/{k.symbol}.{target}.ptx", job.ptx.encode(), "ptx"),
                                         "target": target}
                 pm.hook.buildtile_after_compile(project=project, kernel=k, target=target,
@@ -140,6 +141,19 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
     return {**manifest, "_cmake_source_dirs": cmake_dirs, "_timings": timings}
 
 
+def kernel_targets(kernel: AnalyzedKernel, targets: list[str]) -> list[str]:
+    """The project's targets this kernel is built for: those its contract's
+    ``min_compute_capability`` allows (a kernel that needs sm_90 skips sm_80)."""
+    floor = kernel.contract.get("min_compute_capability") or 0
+    allowed = [t for t in targets if target_arch(t)[0] >= floor]
+    if not allowed:
+        raise ConfigError(
+            f"kernel `{kernel.source.module}.{kernel.source.name}` needs compute capability {floor} or newer, "
+            f"but the project builds only for {', '.join(targets)}",
+            help=f"add a target such as sm_{floor} to tool.buildtile.targets")
+    return allowed
+
+
 def _plan_jobs(project: Project, kernels: list[AnalyzedKernel], targets: list[str], options: CompileOptions,
                backends: dict) -> dict[str, list[Job]]:
     """One job per kernel and target, keyed by the content that decides its bytes."""
@@ -152,7 +166,7 @@ def _plan_jobs(project: Project, kernels: list[AnalyzedKernel], targets: list[st
         llvm_ir = lower(k, options) if lower is not None else None
         # without LLVM IR, the kernel's whole module source stands in for its content
         content = llvm_ir if llvm_ir is not None else "\n".join(k.source.lines) + k.source.name
-        for target in targets:
+        for target in kernel_targets(k, targets):
             pm.hook.buildtile_before_compile(project=project, kernel=k, target=target)
             key = cache_key(__version__, backend.kind, backend.version, toolchain, target,
                             str(options.opt_level), options.checks, content)

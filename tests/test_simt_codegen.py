@@ -133,3 +133,24 @@ def test_launch_extras_divide_the_grid_and_pass_the_logical_extent():
     assert launch_extras({"coarsen": 4}, 8) == (2, [8])
     assert launch_extras({"coarsen": 1}, 10) == (10, [])
     assert launch_extras({}, 10) == (10, [])
+
+
+def test_min_compute_capability_skips_older_targets(tmp_path):
+    from buildtile.compiler import compile_project
+
+    pkg = tmp_path / "hopperpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ops.py").write_text(
+        "from buildtile import simt\nfrom buildtile.types import DisjointSlice, f32\n\n"
+        "@simt.kernel(block=128, min_compute_capability=\"sm_90\")\n"
+        "def fill(out: DisjointSlice[f32]):\n    i = simt.index_1d()\n    out[i] = 1.0\n\n"
+        "@simt.kernel(block=128)\n"
+        "def fill_any(out: DisjointSlice[f32]):\n    i = simt.index_1d()\n    out[i] = 2.0\n")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "hopperpkg"\nversion = "1"\n[tool.buildtile]\nkernels = ["hopperpkg.ops"]\n'
+        'targets = ["sm_80", "sm_90"]\n')
+    manifest = compile_project(load_project(tmp_path), tmp_path / "out", log=lambda _: None)
+    arts = {k["name"]: k["artifacts"] for k in manifest["kernels"]}
+    assert set(arts["fill"]) == {"sm_90", "ptx"} and arts["fill"]["ptx"]["target"] == "sm_90"
+    assert set(arts["fill_any"]) == {"sm_80", "sm_90", "ptx"} and arts["fill_any"]["ptx"]["target"] == "sm_80"
