@@ -84,6 +84,34 @@ class NoImageError(LaunchError):
     code = "BT0610"
 
 
+class MovedError(BuildtileError):
+    """A tensor handle used after it was moved into a Tile launch or a partition."""
+
+    code = "BT0382"
+
+
+class BoundsError(BuildtileError):
+    """A kernel of a ``checks = "debug"`` build read outside an array.
+
+    The device records the read; the host reports it at the next
+    synchronisation, or before the next launch of a debug build. ``report``
+    holds what was recorded (a :class:`buildtile.runtime.bounds.BoundsReport`:
+    kernel, source site, index, extent, axis); ``str()`` shows the source
+    line when it can be read.
+    """
+
+    code = "BT0601"
+
+    def __init__(self, message: str, *, report: object = None, rendered: str | None = None,
+                 help: str | None = None) -> None:
+        super().__init__(message, help=help)
+        self.report = report
+        self.rendered = rendered
+
+    def __str__(self) -> str:
+        return self.rendered or super().__str__()
+
+
 class CudaError(BuildtileError):
     """The CUDA driver returned an error."""
 

@@ -14,8 +14,11 @@ slice, disjoint_   ``T* data`` (64-bit), ``int64 len`` (elements)
 slice, atomic_
 slice
 tensor, disjoint_  ``T* data``, then ``int64 shape[rank]``, then
-tensor             ``int64 strides[rank]`` (in elements, not bytes)
+tensor, tile_out   ``int64 strides[rank]`` (in elements, not bytes)
 =================  ============================================================
+
+``tile_out`` is a Tile kernel's ``tile.Out`` parameter; its tile shape is a
+compile-time constant of the specialization launched (manifest.py).
 
 A kernel whose contract has ``coarsen`` = K > 1 runs K logical blocks in each
 physical block: hosts launch ``ceil(grid.x / K)`` blocks along x and pass one
@@ -36,6 +39,7 @@ PARAM_KINDS = {
     "disjoint_slice": "out",
     "disjoint_tensor": "out",
     "atomic_slice": "inout",
+    "tile_out": "out",
 }
 
 #: dtype name -> (bytes, DLPack type code, DLPack bits, NumPy typestr)
@@ -72,7 +76,7 @@ def kernel_params(params: list[dict]) -> list[PtxParam]:
             flat.append(PtxParam(name, p["dtype"]))
         elif kind in ("slice", "disjoint_slice", "atomic_slice"):
             flat += [PtxParam(f"{name}.data", "ptr"), PtxParam(f"{name}.len", "i64")]
-        elif kind in ("tensor", "disjoint_tensor"):
+        elif kind in ("tensor", "disjoint_tensor", "tile_out"):
             rank = p["rank"]
             flat.append(PtxParam(f"{name}.data", "ptr"))
             flat += [PtxParam(f"{name}.shape{k}", "i64") for k in range(rank)]

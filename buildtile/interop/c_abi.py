@@ -27,7 +27,7 @@ from buildtile.interop.c_shim import generate_shim
 #: headers that ship unchanged with every package
 SHARED_HEADERS = ("abi.h", "buildtile.hpp")
 #: the runtime compiled into every shim library, next to the generated kernels.c
-RUNTIME_SOURCES = ("bt_runtime.h", "bt_checks.c", "bt_launch.c")
+RUNTIME_SOURCES = ("bt_runtime.h", "bt_checks.c", "bt_launch.c", "bt_tile.c")
 
 
 def shared_header(name: str) -> str:

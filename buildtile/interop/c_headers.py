@@ -4,7 +4,8 @@
 each in a typed function in ``namespace <package>::<module>`` that takes
 ``buildtile::DeviceSpan``/``DeviceTensor`` views (const for what the kernel
 only reads) or raw ``DLTensor``s, and throws ``buildtile::Error`` with the
-launcher's status and message.
+launcher's status and message. Tile kernels get move-aware wrappers instead
+(:mod:`buildtile.interop.c_tile`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from buildtile.interop.c_syntax import (
     param_identifier,
     signature_comment,
 )
+from buildtile.interop.c_tile import tile_declarations, tile_wrapper
 
 
 def _guard(package: str, suffix: str) -> str:
@@ -59,6 +61,9 @@ def generate_c_header(package: Package) -> str:
         "",
     ]
     for kernel in package.kernels:
+        if kernel.tile is not None:
+            out += tile_declarations(kernel)
+            continue
         out.append(block_comment(signature_comment(kernel)))
         if kernel.block is not None:
             macro = _block_macro(kernel)
@@ -100,7 +105,7 @@ def generate_cpp_header(package: Package) -> str:
     for inner, kernels in by_namespace.items():
         out += [f"namespace {inner} {{", ""] if inner else []
         for kernel in kernels:
-            out += _cpp_kernel(kernel, package.name)
+            out += tile_wrapper(kernel, package.name) if kernel.tile is not None else _cpp_kernel(kernel, package.name)
         out += [f"}}  // namespace {inner}", ""] if inner else []
     out += [f"}}  // namespace {ns}", "", f"#endif  // {_guard(name, 'HPP')}", ""]
     return "\n".join(out)

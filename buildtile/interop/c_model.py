@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildtile.errors import BuildtileError
-from buildtile.interop.abi import DTYPES, PARAM_KINDS
+from buildtile.interop.abi import DTYPES, PARAM_KINDS, mangle
 from buildtile.interop.manifest import check_versions, malformed
 from buildtile.runtime.requires import compile_requirement
 
@@ -28,7 +28,12 @@ _TYPE_NAMES = {
     "atomic_slice": "AtomicSlice",
     "tensor": "Tensor",
     "disjoint_tensor": "DisjointTensor",
+    "tile_out": "tile.Out",
 }
+#: the parameter kinds a Tile kernel takes
+_TILE_KINDS = ("tensor", "tile_out", "scalar")
+#: a tile grid maps at most three output axes onto grid x, y, z
+_MAX_TILE_GRID_RANK = 3
 _ROLES = ("in", "out", "inout")
 _TARGET = re.compile(r"sm_(\d+)([af]?)")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -49,6 +54,10 @@ class Param:
     @property
     def is_slice(self) -> bool:
         return self.kind.endswith("slice")
+
+    @property
+    def is_tile_out(self) -> bool:
+        return self.kind == "tile_out"
 
     @property
     def type_name(self) -> str:
@@ -77,6 +86,41 @@ class Image:
 
 
 @dataclass(frozen=True)
+class TileSpecialization:
+    """One compiled tile shape of a Tile kernel: its own entry, block, shared memory and images."""
+
+    tile_shapes: tuple[tuple[str, tuple[int, ...]], ...]   # per tile.Out parameter, in parameter order
+    symbol: str
+    block: tuple[int, int, int]
+    shared_bytes: int
+    images: tuple[Image, ...]
+
+    @property
+    def launcher(self) -> str:
+        return f"bt_{self.symbol}"
+
+    def describe(self) -> str:
+        """``(128,)`` for one output; ``m: (8, 8), s: (8,)`` for several (the Python host's words)."""
+        if len(self.tile_shapes) == 1:
+            return str(self.tile_shapes[0][1])
+        return ", ".join(f"{name}: {shape}" for name, shape in self.tile_shapes)
+
+
+@dataclass(frozen=True)
+class Tile:
+    """What a Tile kernel's record adds: the grid output and the specializations."""
+
+    grid_param: str
+    specializations: tuple[TileSpecialization, ...]
+
+    def compiled(self) -> str:
+        """The compiled tile shapes, as the Python host lists them in BT0600."""
+        if len(self.specializations[0].tile_shapes) == 1:
+            return "tile shapes " + ", ".join(s.describe() for s in self.specializations)
+        return "; ".join(f"({s.describe()})" for s in self.specializations)
+
+
+@dataclass(frozen=True)
 class Kernel:
     name: str          # "vecadd"
     module: str        # "example_kernels.ops"
@@ -88,6 +132,8 @@ class Kernel:
     min_cc: int | None
     requires: tuple[Requirement, ...]
     images: tuple[Image, ...]            # exact cubins first, then PTX, newest first
+    kind: str = "simt"                   # "tile": see `tile`
+    tile: Tile | None = None             # a Tile kernel's specializations
 
     @property
     def qualname(self) -> str:
@@ -98,9 +144,29 @@ class Kernel:
         return tuple(p for p in self.params if not p.is_scalar)
 
     @property
+    def outs(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.is_tile_out)
+
+    @property
     def launcher(self) -> str:
-        """The exported C function."""
+        """The exported C function (a Tile kernel's: the one that dispatches on the tile shape)."""
+        if self.tile is not None:
+            return f"bt_{mangle(self.module, self.name)}_tiled"
         return f"bt_{self.symbol}" + ("" if self.block is not None else "_unsafe")
+
+    @property
+    def entries(self) -> tuple[tuple[str, tuple[Image, ...]], ...]:
+        """(PTX entry name, images holding it) of everything this kernel launches."""
+        if self.tile is not None:
+            return tuple((s.symbol, s.images) for s in self.tile.specializations)
+        return ((self.symbol, self.images),)
+
+    @property
+    def exported(self) -> tuple[str, ...]:
+        """Every C function the shim exports for this kernel."""
+        if self.tile is not None:
+            return (*(s.launcher for s in self.tile.specializations), self.launcher)
+        return (self.launcher,)
 
 
 @dataclass(frozen=True)
@@ -121,10 +187,16 @@ def read_package(manifest: dict, package_out: Path) -> Package:
         raise malformed("kernels", "expected a list")
     read = tuple(_read_kernel(k, i, package_out) for i, k in enumerate(kernels))
     seen: set[str] = set()
+    exported: set[str] = set()
     for k in read:
-        if k.symbol in seen:
-            raise malformed("kernels", f"two kernels share the PTX entry name {k.symbol!r}")
-        seen.add(k.symbol)
+        for symbol, _ in k.entries:
+            if symbol in seen:
+                raise malformed("kernels", f"two kernels share the PTX entry name {symbol!r}")
+            seen.add(symbol)
+        for name in k.exported:
+            if name in exported:
+                raise malformed("kernels", f"two launchers would both be named {name!r}")
+            exported.add(name)
     version = manifest.get("package_version")
     return Package(package, str(version) if version else None, read)
 
@@ -148,6 +220,17 @@ def _read_kernel(raw: dict, index: int, package_out: Path) -> Kernel:
     params = tuple(_read_param(p, f"{where}, parameter {i}") for i, p in enumerate(raw.get("params", [])))
     if len({p.name for p in params}) != len(params):
         raise malformed(where, "two parameters share a name")
+    kind = raw.get("kind", "simt")
+    for p in params:
+        if kind == "tile" and p.kind not in _TILE_KINDS:
+            raise malformed(where, f"parameter {p.name!r} has kind {p.kind!r}, which tile kernels do not take")
+        if kind != "tile" and p.is_tile_out:
+            raise BuildtileError(
+                f"parameter {p.name!r} of {kind} kernel {raw['module']}.{raw['name']} has kind 'tile_out', "
+                "which kernel ABI v1 does not define outside tile kernels",
+                code="BT0622",
+                help="build the package with the buildtile that compiled its kernels",
+            )
     contract = raw.get("contract") or {}
     block = _read_block(contract.get("block"), where)
     requires = _read_requires(contract.get("requires") or [], params, where)
@@ -157,6 +240,9 @@ def _read_kernel(raw: dict, index: int, package_out: Path) -> Kernel:
     dynamic_shared = contract.get("dynamic_shared") or 0
     if not isinstance(dynamic_shared, int) or not 0 <= dynamic_shared < 2**32:
         raise malformed(where, f"contract.dynamic_shared is {dynamic_shared!r}")
+    tile = _read_tile(raw.get("tile"), params, package_out, where) if kind == "tile" else None
+    if tile is not None:  # the block and images are per specialization
+        block, index_dims = None, 0
     return Kernel(
         name=raw["name"],
         module=raw["module"],
@@ -167,8 +253,59 @@ def _read_kernel(raw: dict, index: int, package_out: Path) -> Kernel:
         dynamic_shared=dynamic_shared,
         min_cc=_read_min_cc(contract.get("min_compute_capability"), where),
         requires=requires,
-        images=_read_images(raw.get("artifacts"), package_out, where),
+        images=tile.specializations[0].images if tile else _read_images(raw.get("artifacts"), package_out, where),
+        kind=kind,
+        tile=tile,
     )
+
+
+def _read_tile(raw: object, params: tuple[Param, ...], package_out: Path, where: str) -> Tile:
+    """A Tile kernel's ``tile`` object (manifest.py): grid output and specializations."""
+    if not isinstance(raw, dict):
+        raise malformed(where, "a tile kernel's record has no `tile` object")
+    outs = [p for p in params if p.is_tile_out]
+    if not outs:
+        raise malformed(where, "a tile kernel needs at least one tile.Out parameter")
+    grid = next((p for p in outs if p.name == raw.get("grid_param")), None)
+    if grid is None:
+        raise malformed(where, f"tile.grid_param {raw.get('grid_param')!r} is not a tile.Out parameter")
+    if grid.rank > _MAX_TILE_GRID_RANK:
+        raise malformed(where, f"the grid parameter {grid.name!r} has rank {grid.rank}; a tile grid has at most "
+                               f"{_MAX_TILE_GRID_RANK} axes")
+    specs = raw.get("specializations")
+    if not isinstance(specs, list) or not specs:
+        raise malformed(where, "tile.specializations is missing or empty")
+    read = tuple(_read_specialization(s, outs, package_out, f"{where}, tile.specializations[{i}]")
+                 for i, s in enumerate(specs))
+    if len({s.tile_shapes for s in read}) != len(read):
+        raise malformed(where, "two specializations have the same tile shapes")
+    return Tile(grid.name, read)
+
+
+def _read_specialization(raw: object, outs: list[Param], package_out: Path, where: str) -> TileSpecialization:
+    if not isinstance(raw, dict):
+        raise malformed(where, "expected an object")
+    shapes = raw.get("tile_shapes")
+    if not isinstance(shapes, dict) or set(shapes) != {p.name for p in outs}:
+        raise malformed(where, f"tile_shapes must give the tile shape of exactly {', '.join(p.name for p in outs)}")
+    tile_shapes = []
+    for p in outs:
+        shape = shapes[p.name]
+        if (not isinstance(shape, list) or len(shape) != p.rank
+                or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n < 2**62 for n in shape)):
+            raise malformed(where, f"the tile shape of {p.name!r} is {shape!r}; expected {p.rank} positive integers")
+        tile_shapes.append((p.name, tuple(shape)))
+    symbol = raw.get("symbol")
+    if not isinstance(symbol, str) or not _IDENTIFIER.fullmatch(symbol):
+        raise malformed(where, f"symbol {symbol!r} is not an ASCII identifier usable in C")
+    block = _read_block(raw.get("block"), where)
+    if block is None:
+        raise malformed(where, "a specialization needs its block shape")
+    shared = raw.get("shared_bytes", 0)
+    if isinstance(shared, bool) or not isinstance(shared, int) or not 0 <= shared < 2**32:
+        raise malformed(where, f"shared_bytes is {shared!r}")
+    images = _read_images(raw.get("artifacts"), package_out, where)
+    return TileSpecialization(tuple(tile_shapes), symbol, block, shared, images)
 
 
 def _read_param(raw: dict, where: str) -> Param:
@@ -188,7 +325,7 @@ def _read_param(raw: dict, where: str) -> Param:
     if dtype not in DTYPES:
         raise malformed(where, f"unknown dtype {dtype!r}")
     rank = raw.get("rank", 0 if kind == "scalar" else 1)
-    if kind.endswith("tensor"):
+    if kind.endswith("tensor") or kind == "tile_out":
         if not isinstance(rank, int) or not 0 <= rank <= MAX_RANK:
             raise malformed(where, f"rank {rank!r}; the C ABI takes tensors of rank 0 to {MAX_RANK}")
     else:
@@ -218,7 +355,9 @@ def _read_requires(raw: object, params: tuple[Param, ...], where: str) -> tuple[
     """The relations, checked by the Python host's own compiler: both hosts accept the same trees."""
     if not isinstance(raw, list):
         raise malformed(where, "contract.requires is not a list")
-    records = [{"name": p.name, "kind": p.kind, "dtype": p.dtype, "rank": p.rank} for p in params]
+    # requires.py reads a tile output as the tensor it is
+    records = [{"name": p.name, "kind": "disjoint_tensor" if p.is_tile_out else p.kind, "dtype": p.dtype,
+                "rank": p.rank} for p in params]
     out = []
     for i, entry in enumerate(raw):
         if not isinstance(entry, dict) or not isinstance(entry.get("text"), str):

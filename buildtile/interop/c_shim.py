@@ -10,19 +10,22 @@ bt_launch.c), compiled next to it.
 from __future__ import annotations
 
 from buildtile import __version__
-from buildtile.interop.abi import DTYPES, kernel_params
+from buildtile.interop.abi import DTYPES
 from buildtile.interop.c_model import Image, Kernel, Package
 from buildtile.interop.c_requires import relation_check
 from buildtile.interop.c_syntax import (
+    LAUNCHER_ARG_PREFIX,
     block_comment,
     byte_array,
     launcher_prototype,
+    params_array,
     signature_comment,
     string_literal,
 )
+from buildtile.interop.c_tile import tile_kernel
 
 #: launchers name their arguments p_<name>, so no parameter can shadow a local
-ARG_PREFIX = "p_"
+ARG_PREFIX = LAUNCHER_ARG_PREFIX
 
 _KINDS = {"slice": "BT_KIND_SLICE", "tensor": "BT_KIND_TENSOR"}
 _ROLES = {"in": "BT_ROLE_IN", "out": "BT_ROLE_OUT", "inout": "BT_ROLE_INOUT"}
@@ -51,22 +54,27 @@ def generate_shim(package: Package) -> str:
         "}",
         "",
     ]
-    for m, (images, kernels) in enumerate(modules):
-        parts.append(_module(m, images, kernels))
-    module_of = {k.symbol: m for m, (_, kernels) in enumerate(modules) for k in kernels}
+    for m, (images, entries) in enumerate(modules):
+        parts.append(_module(m, images, entries))
+    #: PTX entry name -> (module number, index of the entry in that module)
+    module_of = {symbol: (m, j) for m, (_, entries) in enumerate(modules)
+                 for j, (symbol, _) in enumerate(entries)}
     for i, kernel in enumerate(package.kernels):
-        m = module_of[kernel.symbol]
-        index = [k.symbol for k in modules[m][1]].index(kernel.symbol)
-        parts.append(_kernel(i, kernel, m, index))
+        if kernel.tile is not None:
+            parts.append(tile_kernel(i, kernel, module_of))
+        else:
+            parts.append(_kernel(i, kernel, *module_of[kernel.symbol]))
     return "\n".join(parts)
 
 
-def _modules(package: Package) -> list[tuple[tuple[Image, ...], list[Kernel]]]:
-    """Kernels grouped by the images that hold them, so a shared image loads once."""
-    groups: dict[tuple[str, ...], tuple[tuple[Image, ...], list[Kernel]]] = {}
+def _modules(package: Package) -> list[tuple[tuple[Image, ...], list[tuple[str, str]]]]:
+    """PTX entries, as (symbol, kernel name), grouped by the images that hold them, so a shared
+    image loads once. A Tile kernel has one entry per specialization."""
+    groups: dict[tuple[str, ...], tuple[tuple[Image, ...], list[tuple[str, str]]]] = {}
     for kernel in package.kernels:
-        key = tuple(sorted(im.path for im in kernel.images))
-        groups.setdefault(key, (kernel.images, []))[1].append(kernel)
+        for symbol, images in kernel.entries:
+            key = tuple(sorted(im.path for im in images))
+            groups.setdefault(key, (images, []))[1].append((symbol, kernel.qualname))
     return list(groups.values())
 
 
@@ -77,8 +85,9 @@ def _built_for(images: tuple[Image, ...]) -> str:
     return ", ".join([f"{t} (cubin)" for t in cubins] + [f"PTX for {t}" for t in ptx])
 
 
-def _module(m: int, images: tuple[Image, ...], kernels: list[Kernel]) -> str:
-    out = [f"/* images of {', '.join(k.qualname for k in kernels)} */"]
+def _module(m: int, images: tuple[Image, ...], entries: list[tuple[str, str]]) -> str:
+    names = list(dict.fromkeys(name for _, name in entries))
+    out = [f"/* images of {', '.join(names)} */"]
     for j, im in enumerate(images):
         out.append(byte_array(f"bt_image_{m}_{j}", im.data, nul_terminate=im.kind == "ptx"))
     out.append(f"static const bt_image bt_images_{m}[] = {{")
@@ -89,11 +98,11 @@ def _module(m: int, images: tuple[Image, ...], kernels: list[Kernel]) -> str:
             f"bt_image_{m}_{j}, sizeof bt_image_{m}_{j}}},"
         )
     out.append("};")
-    symbols = ", ".join(string_literal(k.symbol) for k in kernels)
+    symbols = ", ".join(string_literal(symbol) for symbol, _ in entries)
     out.append(f"static const char* const bt_symbols_{m}[] = {{{symbols}}};")
     out.append(
         f"static bt_module bt_module_{m} = {{bt_images_{m}, {len(images)}, bt_symbols_{m}, "
-        f"{len(kernels)}, {string_literal(_built_for(images))}, NULL}};"
+        f"{len(entries)}, {string_literal(_built_for(images))}, NULL}};"
     )
     return "\n".join(out) + "\n"
 
@@ -141,37 +150,6 @@ def _kernel(i: int, kernel: Kernel, module: int, index: int) -> str:
     ]
     for req in kernel.requires:
         out.append(relation_check(req, kernel, var, ARG_PREFIX))
-    out += _kernel_params(kernel)
+    out += params_array(kernel, ARG_PREFIX)
     out += [f"    return bt_launch(&{var}, cfg, {block_arg}, args, params);", "}", ""]
     return "\n".join(out)
-
-
-def _kernel_params(kernel: Kernel) -> list[str]:
-    """The cuLaunchKernel parameter array, in the order abi.kernel_params gives."""
-    index = {p.name: i for i, p in enumerate(kernel.buffers)}
-    dtype = {p.name: p.dtype for p in kernel.params}
-    lines: list[str] = []
-    slots: list[str] = []
-    for flat in kernel_params([{"name": p.name, "kind": p.kind, "rank": p.rank, "dtype": p.dtype}
-                               for p in kernel.params]):
-        name, _, part = flat.name.partition(".")
-        if not part:  # a scalar, passed from the launcher's own argument
-            if dtype[name] == "bool":  # one byte in the kernel, whatever the host's bool is
-                lines.append(f"    uint8_t k_{name} = {ARG_PREFIX}{name} ? 1 : 0;")
-                slots.append(f"&k_{name}")
-            else:
-                slots.append(f"&{ARG_PREFIX}{name}")
-        elif part == "data":
-            slots.append(f"&args[{index[name]}].data")
-        elif part == "len":
-            slots.append(f"&args[{index[name]}].shape[0]")
-        elif part.startswith("shape"):
-            slots.append(f"&args[{index[name]}].shape[{part[5:]}]")
-        else:
-            slots.append(f"&args[{index[name]}].strides[{part[6:]}]")
-    if not slots:
-        return ["    void** const params = NULL;"]
-    lines.append("    void* params[] = {")
-    lines += [f"        (void*){slot}," for slot in slots]
-    lines.append("    };")
-    return lines

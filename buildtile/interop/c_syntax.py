@@ -6,7 +6,11 @@ generators so a launcher is declared and defined from one description.
 
 from __future__ import annotations
 
+from buildtile.interop.abi import kernel_params
 from buildtile.interop.c_model import Kernel, Param
+
+#: launchers name their arguments p_<name>, so no parameter can shadow a local
+LAUNCHER_ARG_PREFIX = "p_"
 
 #: C and C++ keywords (and a few reserved macro-like names) that a Python
 #: identifier may collide with; such names get a trailing underscore.
@@ -131,3 +135,35 @@ def signature_comment(kernel: Kernel) -> str:
     for r in kernel.requires:
         lines.append(f"requires {r.text}")
     return "\n".join(lines)
+
+
+def params_array(kernel: Kernel, arg_prefix: str) -> list[str]:
+    """The ``void* params[]`` of a launcher's cuLaunchKernel, in the order abi.kernel_params gives;
+    checked buffers are read from ``args``, scalars from the launcher's ``<arg_prefix><name>``."""
+    index = {p.name: i for i, p in enumerate(kernel.buffers)}
+    dtype = {p.name: p.dtype for p in kernel.params}
+    lines: list[str] = []
+    slots: list[str] = []
+    for flat in kernel_params([{"name": p.name, "kind": p.kind, "rank": p.rank, "dtype": p.dtype}
+                               for p in kernel.params]):
+        name, _, part = flat.name.partition(".")
+        if not part:  # a scalar, passed from the launcher's own argument
+            if dtype[name] == "bool":  # one byte in the kernel, whatever the host's bool is
+                lines.append(f"    uint8_t k_{name} = {arg_prefix}{name} ? 1 : 0;")
+                slots.append(f"&k_{name}")
+            else:
+                slots.append(f"&{arg_prefix}{name}")
+        elif part == "data":
+            slots.append(f"&args[{index[name]}].data")
+        elif part == "len":
+            slots.append(f"&args[{index[name]}].shape[0]")
+        elif part.startswith("shape"):
+            slots.append(f"&args[{index[name]}].shape[{part[5:]}]")
+        else:
+            slots.append(f"&args[{index[name]}].strides[{part[6:]}]")
+    if not slots:
+        return ["    void** const params = NULL;"]
+    lines.append("    void* params[] = {")
+    lines += [f"        (void*){slot}," for slot in slots]
+    lines.append("    };")
+    return lines

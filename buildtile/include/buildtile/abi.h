@@ -35,6 +35,7 @@
  *   AtomicSlice                 (1-D, contiguous)
  *   Tensor[T, r],               const DLTensor*      T* data, int64 shape[r],
  *   DisjointTensor[T, r]        (r-D, any strides)   int64 strides[r] (elements)
+ *   tile.Out[T, r] (Tile)       const DLTensor*      as a Tensor
  *
  * "data" is DLTensor.data + DLTensor.byte_offset. A NULL DLTensor.strides
  * means compact row-major, as in DLPack.
@@ -80,6 +81,39 @@
  * The _unsafe launcher skips the contract parts of 1 (the grid shape and
  * the block, which the caller gives; each dimension must still be >= 1)
  * and keeps the rest.
+ *
+ * ------------------------------------------------------------------------
+ * Tile kernels
+ * ------------------------------------------------------------------------
+ * A Tile kernel is compiled once per tile shape (a specialization). The
+ * library exports one launcher per specialization and one that picks the
+ * specialization by tile shape:
+ *
+ *     int bt_<specialization symbol>(const bt_launch_config* cfg, <params>...);
+ *     int bt_<module with dots as _>__<name>_tiled(const bt_launch_config* cfg,
+ *                                                  const int64_t* tile_shape, <params>...);
+ *
+ * tile_shape holds the tile extents of every tile.Out parameter, in
+ * declaration order (BT_<MODULE>__<NAME>_TILE_EXTENTS values; kernels.h
+ * lists the compiled shapes); a shape no specialization was compiled for
+ * is BT_ERR_CONTRACT naming the compiled ones. Tensor and tile.Out
+ * arguments must be row-major contiguous (extents of 1 take any stride).
+ *
+ * The grid is one block per tile of the kernel's grid output (the manifest's
+ * tile.grid_param): ceil(shape[d] / tile[d]) tiles along each axis d, axis
+ * r-1 along grid x, r-2 along y, r-3 along z. The launcher computes it:
+ * cfg->grid must be {0, 0, 0} or equal to it. The block is the
+ * specialization's, and so is the dynamic shared memory (cfg->shared_mem:
+ * 0, or at least that much; above 48 KiB the launcher opts in). An output
+ * with an empty axis has no tile: after its checks the launcher returns
+ * BT_OK and launches nothing, without loading the driver.
+ *
+ * A Tile launcher checks, in order: cfg is not NULL; no DLTensor is passed
+ * for two parameters (BT_ERR_ALIAS: a launch owns each argument); step 2,
+ * with contiguity; step 3; step 4; the grid against CUDA's limits
+ * (BT_ERR_CONTRACT); step 5. buildtile.hpp adds move-only TileTensor and
+ * Partition types, whose moved-from use throws buildtile::Error with
+ * BT_ERR_MOVED.
  *
  * ------------------------------------------------------------------------
  * Images and the driver
@@ -129,6 +163,7 @@ extern "C" {
 typedef enum bt_status {
     BT_OK = 0,
     BT_ERR_MISMATCHED_TYPES = 308, /* dtype, rank, device or layout of an argument */
+    BT_ERR_MOVED = 382,            /* a moved-from C++ TileTensor used (C++ layer only) */
     BT_ERR_ALIAS = 502,            /* an output overlaps another argument */
     BT_ERR_CONTRACT = 600,         /* launch configuration or `requires` violated */
     BT_ERR_NO_IMAGE = 610,         /* no cubin or PTX usable on this device */

@@ -10,6 +10,14 @@
 //     ops::vecadd({buildtile::cover(n, ops::vecadd_block), stream},
 //                 DeviceSpan<const float>(a, n), DeviceSpan<const float>(b, n),
 //                 DeviceSpan<float>(c, n));       // throws buildtile::Error
+//
+// Tile kernels take move-only TileTensors and Partitions, and give them back:
+//
+//     namespace tiles = example_kernels::tiles;
+//     buildtile::TileTensor<float, 1> x(a, {n}), y(b, {n}), z(c, {n});
+//     auto zp = buildtile::partition(std::move(z), {128});
+//     auto [x2, y2, z2] = tiles::add(std::move(x), std::move(y), std::move(zp)).sync_on(stream);
+//     // x, y, zp are moved-from: using them throws buildtile::Error (BT0382)
 #ifndef BUILDTILE_BUILDTILE_HPP
 #define BUILDTILE_BUILDTILE_HPP
 
@@ -17,7 +25,9 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "buildtile/abi.h"
 
@@ -244,6 +254,235 @@ private:
     Extents strides_;
     int device_;
 };
+
+// --------------------------------------------------------------------------
+// Tile kernels: tensors owned by one handle at a time
+// --------------------------------------------------------------------------
+
+template <class T, int Rank>
+class TileTensor;
+template <class T, int Rank>
+class Partition;
+
+namespace detail {
+/// How generated wrappers move a handle while recording where it went
+/// (a string literal), so a later use can say so.
+struct tile_access {
+    template <class Handle>
+    static Handle take(Handle&& handle, const char* into)
+    {
+        static_assert(!std::is_reference_v<Handle>, "take() moves from an rvalue");
+        Handle taken(std::move(handle));
+        mark(handle, into);
+        return taken;
+    }
+
+    template <class T, int Rank>
+    static void mark(TileTensor<T, Rank>& t, const char* into) noexcept
+    {
+        t.moved_into_ = into;
+    }
+
+    template <class T, int Rank>
+    static void mark(Partition<T, Rank>& p, const char* into) noexcept
+    {
+        p.tensor_.moved_into_ = into;
+    }
+
+    /// Throws Error (BT0382) when `t` was moved from; `what` names the handle used.
+    template <class T, int Rank>
+    static void check_live(const TileTensor<T, Rank>& t, const char* what)
+    {
+        if (t.moved_into_ != nullptr)
+            throw Error(BT_ERR_MOVED, code_text(BT_ERR_MOVED) + ": use of moved value: a " + what +
+                                          " was moved into " + t.moved_into_ +
+                                          "\n  = help: use what it was moved into; a launch gives its tensors "
+                                          "back from .sync_on(stream)");
+    }
+};
+
+template <class Handle>
+Handle take(Handle&& handle, const char* into)
+{
+    return tile_access::take(std::forward<Handle>(handle), into);
+}
+
+inline std::string extents_text(const std::int64_t* values, int n)
+{
+    std::string text = "(";
+    for (int d = 0; d < n; ++d)
+        text += (d ? ", " : "") + std::to_string(values[d]);
+    return text + (n == 1 ? ",)" : ")");
+}
+}  // namespace detail
+
+/// A view of device memory (data, shape, compact row-major strides) owned
+/// by exactly one handle: it cannot be copied, and moving it (into a Tile
+/// launch, a partition, or another TileTensor) leaves the source unusable:
+/// every accessor of a moved-from TileTensor throws Error with code 382
+/// (error[BT0382]) naming where it went. It owns the view, not the memory.
+template <class T, int Rank>
+class TileTensor {
+    static_assert(!std::is_const_v<T>, "a TileTensor owns its elements: use TileTensor<T>, not TileTensor<const T>");
+    static_assert(Rank >= 0 && Rank <= 8, "buildtile tensors have rank 0 to 8");
+
+public:
+    using element_type = T;
+    using Extents = std::array<std::int64_t, Rank>;
+    static constexpr int rank = Rank;
+
+    TileTensor(T* data, const Extents& shape, int device = 0)
+        : data_(data), shape_(shape), strides_(compact(shape)), device_(device)
+    {
+    }
+
+    TileTensor(const TileTensor&) = delete;
+    TileTensor& operator=(const TileTensor&) = delete;
+
+    TileTensor(TileTensor&& other) noexcept
+        : data_(other.data_), shape_(other.shape_), strides_(other.strides_), device_(other.device_),
+          moved_into_(other.moved_into_)
+    {
+        other.moved_into_ = "another TileTensor (std::move)";
+    }
+
+    TileTensor& operator=(TileTensor&& other) noexcept
+    {
+        if (this != &other) {
+            data_ = other.data_;
+            shape_ = other.shape_;
+            strides_ = other.strides_;
+            device_ = other.device_;
+            moved_into_ = other.moved_into_;
+            other.moved_into_ = "another TileTensor (std::move)";
+        }
+        return *this;
+    }
+
+    ~TileTensor() = default;
+
+    /// Whether this handle was moved from (the one question it still answers then).
+    bool moved() const noexcept { return moved_into_ != nullptr; }
+
+    T* data() const
+    {
+        live();
+        return data_;
+    }
+    const Extents& shape() const
+    {
+        live();
+        return shape_;
+    }
+    int device() const
+    {
+        live();
+        return device_;
+    }
+
+    /// The view as a DLTensor; it points into this object, so keep it alive while it is used.
+    DLTensor dl() const
+    {
+        live();
+        return detail::make_tensor(data_, device_, Rank, shape_.data(), strides_.data());
+    }
+
+private:
+    friend struct detail::tile_access;
+
+    void live() const { detail::tile_access::check_live(*this, "TileTensor"); }
+
+    static Extents compact(const Extents& shape)
+    {
+        Extents strides{};
+        std::int64_t step = 1;
+        for (int d = Rank - 1; d >= 0; --d) {
+            strides[d] = step;
+            step *= shape[d];
+        }
+        return strides;
+    }
+
+    T* data_;
+    Extents shape_;
+    Extents strides_;
+    int device_;
+    const char* moved_into_ = nullptr;  // where it went; nullptr while it is live
+};
+
+/// A TileTensor cut into tiles of `tile_shape`: what a tile.Out parameter
+/// takes. Move-only, like the tensor it owns; make one with partition().
+template <class T, int Rank>
+class Partition {
+public:
+    using Extents = typename TileTensor<T, Rank>::Extents;
+
+    Partition(TileTensor<T, Rank>&& tensor, const Extents& tile_shape)
+        : tensor_(detail::take(std::move(check(tensor, tile_shape)), "a partition (buildtile::partition)")),
+          tile_shape_(tile_shape)
+    {
+    }
+
+    bool moved() const noexcept { return tensor_.moved(); }
+    const Extents& shape() const
+    {
+        live();
+        return tensor_.shape();
+    }
+    const Extents& tile_shape() const
+    {
+        live();
+        return tile_shape_;
+    }
+
+    /// Tiles along each axis (a ragged last tile counts).
+    Extents num_tiles() const
+    {
+        Extents counts{};
+        for (int d = 0; d < Rank; ++d)
+            counts[d] = (shape()[d] + tile_shape_[d] - 1) / tile_shape_[d];
+        return counts;
+    }
+
+    DLTensor dl() const
+    {
+        live();
+        return tensor_.dl();
+    }
+
+    /// The tensor back, whole; this partition is moved from.
+    TileTensor<T, Rank> into_tensor() &&
+    {
+        live();
+        return detail::take(std::move(tensor_), "a TileTensor (Partition::into_tensor)");
+    }
+
+private:
+    friend struct detail::tile_access;
+
+    void live() const { detail::tile_access::check_live(tensor_, "Partition"); }
+
+    static TileTensor<T, Rank>& check(TileTensor<T, Rank>& tensor, const Extents& tile_shape)
+    {
+        tensor.shape();  // partitioning a moved-from tensor throws BT0382
+        for (int d = 0; d < Rank; ++d)
+            if (tile_shape[d] < 1)
+                throw Error(BT_ERR_CONTRACT, detail::code_text(BT_ERR_CONTRACT) +
+                                                 ": tile extents must be at least 1, got tile shape " +
+                                                 detail::extents_text(tile_shape.data(), Rank));
+        return tensor;
+    }
+
+    TileTensor<T, Rank> tensor_;
+    Extents tile_shape_;
+};
+
+/// `buildtile::partition(std::move(z), {128})`: z cut into tiles of 128 (z is moved from).
+template <class T, int Rank>
+Partition<T, Rank> partition(TileTensor<T, Rank>&& tensor, const std::array<std::int64_t, Rank>& tile_shape)
+{
+    return Partition<T, Rank>(std::move(tensor), tile_shape);
+}
 
 }  // namespace buildtile
 

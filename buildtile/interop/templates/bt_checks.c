@@ -186,6 +186,20 @@ static int bt_overlaps_itself(const bt_arg* a, int ndim)
     return 0;
 }
 
+/* Row-major contiguous; an axis of extent 1 may have any stride (the
+ * Python host's ArrayView.is_contiguous). */
+static int bt_is_contiguous(const bt_arg* a, int ndim)
+{
+    int64_t expected = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        if (a->shape[d] != 1 && a->strides[d] != expected)
+            return 0;
+        if (__builtin_mul_overflow(expected, a->shape[d], &expected))
+            return 0;
+    }
+    return 1;
+}
+
 /* The bytes [lo, hi) a non-empty view may touch; 0 when that overflows. */
 static int bt_byte_range(bt_arg* a, int ndim, int64_t elem, uintptr_t base)
 {
@@ -209,7 +223,7 @@ static int bt_byte_range(bt_arg* a, int ndim, int64_t elem, uintptr_t base)
 
 static int bt_check_buffer(const bt_kernel* k, const bt_param_spec* p, const DLTensor* t, bt_arg* a)
 {
-    char why[160];
+    char why[256];
     if (t == NULL)
         return bt_mismatch(k, p, t, NULL, NULL);
     const int device_type = (int)t->device.device_type;
@@ -241,6 +255,13 @@ static int bt_check_buffer(const bt_kernel* k, const bt_param_spec* p, const DLT
     }
     if (p->kind == BT_KIND_SLICE && a->shape[0] > 1 && a->strides[0] != 1) {
         snprintf(why, sizeof why, "not contiguous: stride %lld elements", (long long)a->strides[0]);
+        return bt_mismatch(k, p, t, why, "pass a contiguous copy");
+    }
+    if (p->kind == BT_KIND_TILE && !bt_is_contiguous(a, ndim)) {
+        char strides[96];
+        bt_format_extents(strides, sizeof strides, a->strides, ndim);
+        snprintf(why, sizeof why, "not contiguous: strides %s in elements; tile kernels take row-major "
+                 "contiguous tensors", strides);
         return bt_mismatch(k, p, t, why, "pass a contiguous copy");
     }
 
@@ -299,14 +320,22 @@ static int bt_check_devices_and_aliasing(const bt_kernel* k, const bt_arg* args)
     return BT_OK;
 }
 
-int bt_prepare(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* block,
-               const DLTensor* const* tensors, bt_arg* args)
+int bt_check_arguments(const bt_kernel* k, const DLTensor* const* tensors, bt_arg* args)
 {
-    int status = bt_check_config(k, cfg, block);
+    int status = BT_OK;
     for (int i = 0; status == BT_OK && i < k->n_buffers; ++i)
         status = bt_check_buffer(k, &k->buffers[i], tensors[i], &args[i]);
     if (status == BT_OK)
         status = bt_check_devices_and_aliasing(k, args);
+    return status;
+}
+
+int bt_prepare(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* block,
+               const DLTensor* const* tensors, bt_arg* args)
+{
+    int status = bt_check_config(k, cfg, block);
+    if (status == BT_OK)
+        status = bt_check_arguments(k, tensors, args);
     return status;
 }
 

@@ -32,7 +32,8 @@ extern "C" {
 /* Highest tensor rank a launcher accepts (the generator enforces it). */
 #define BT_MAX_RANK 8
 
-enum { BT_KIND_SLICE = 0, BT_KIND_TENSOR = 1 };
+/* BT_KIND_TILE: a Tile kernel's tensor, which must be row-major contiguous. */
+enum { BT_KIND_SLICE = 0, BT_KIND_TENSOR = 1, BT_KIND_TILE = 2 };
 enum { BT_ROLE_IN = 0, BT_ROLE_OUT = 1, BT_ROLE_INOUT = 2 };
 enum { BT_IMAGE_CUBIN = 0, BT_IMAGE_PTX = 1 };
 
@@ -61,7 +62,7 @@ typedef struct bt_module {
 /* One buffer (slice or tensor) parameter, as declared. */
 typedef struct bt_param_spec {
     const char* name;
-    int kind;                  /* BT_KIND_SLICE or BT_KIND_TENSOR */
+    int kind;                  /* BT_KIND_SLICE, BT_KIND_TENSOR or BT_KIND_TILE */
     int rank;
     int role;                  /* BT_ROLE_* */
     uint8_t code, bits;        /* DLPack dtype */
@@ -105,6 +106,39 @@ BT_INTERNAL const char* bt_last_error(void);
  * devices and aliasing. */
 BT_INTERNAL int bt_prepare(const bt_kernel* kernel, const bt_launch_config* cfg,
                            const uint32_t* block, const DLTensor* const* tensors, bt_arg* args);
+
+/* Steps 2 and 3 alone: every tensor into `args`, then devices and aliasing. */
+BT_INTERNAL int bt_check_arguments(const bt_kernel* kernel, const DLTensor* const* tensors, bt_arg* args);
+
+/* One specialization of a Tile kernel: which buffer is the output whose
+ * partition fixes the grid, and that output's tile shape. */
+typedef struct bt_tile {
+    int grid_buffer;           /* index into kernel->buffers */
+    const int64_t* shape;      /* the grid output's tile extents, one per axis */
+    int rank;                  /* 0 to 3 */
+} bt_tile;
+
+/* A Tile launcher's checks before `requires` (bt_tile.c): cfg, no tensor
+ * passed twice, steps 2 and 3, shared memory. */
+BT_INTERNAL int bt_tile_prepare(const bt_kernel* kernel, const bt_launch_config* cfg,
+                                const DLTensor* const* tensors, bt_arg* args);
+
+/* The grid of a Tile launch, one block per tile, into `launch` (cfg with
+ * that grid); *empty is set when the output has no tile (nothing to launch). */
+BT_INTERNAL int bt_tile_grid(const bt_kernel* kernel, const bt_tile* tile, const bt_launch_config* cfg,
+                             const bt_arg* args, bt_launch_config* launch, int* empty);
+
+/* Whether the `n` extents at `given` equal those at `compiled`. */
+BT_INTERNAL int bt_tile_shape_is(const int64_t* given, const int64_t* compiled, int n);
+
+/* BT0600 for a tile shape no specialization was compiled for: `outs` and
+ * `ranks` name the kernel's tile.Out parameters, `compiled` lists the
+ * compiled shapes as the Python host does. */
+BT_INTERNAL int bt_tile_unknown_shape(const char* kernel, const char* const* outs, const int* ranks,
+                                      int n_outs, const int64_t* tile_shape, const char* compiled);
+
+/* "(8, 2)" / "(8,)" / "()": extents as Python writes a tuple. */
+BT_INTERNAL void bt_format_extents(char* buf, size_t size, const int64_t* values, int n);
 
 /* A `requires` relation that does not hold; `values` names the terms and
  * their values ("len(a) = 3, len(c) = 2"). */

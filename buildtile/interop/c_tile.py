@@ -1,0 +1,278 @@
+"""The C and C++ surface of Tile kernels: launchers in kernels.c, declarations, C++ wrappers.
+
+Per Tile kernel the shim exports
+
+- one launcher per specialization, ``int bt_<specialization symbol>(cfg, <params>...)``:
+  the same checks as the Python host, then a grid of one block per tile of
+  the grid output, computed from its shape and the specialization's tile
+  shape (``cfg->grid`` must be zeros or equal to that grid);
+- one dispatching launcher, ``int bt_<module>__<kernel>_tiled(cfg, const
+  int64_t* tile_shape, <params>...)``, which calls the specialization
+  compiled for ``tile_shape`` (the tile extents of every ``tile.Out``
+  parameter, in parameter order) or fails with BT0600 listing the compiled
+  ones.
+
+kernels.hpp wraps the dispatcher in ``<ns>::<kernel>(TileTensor&&...,
+Partition&&...)``, which returns a move-only pending launch whose
+``sync_on(stream)`` enqueues and gives the tensors back as a ``std::tuple``.
+"""
+
+from __future__ import annotations
+
+from buildtile.interop.abi import DTYPES, mangle
+from buildtile.interop.c_model import Kernel, Param, TileSpecialization
+from buildtile.interop.c_requires import relation_check
+from buildtile.interop.c_syntax import (
+    CPP_TYPE,
+    LAUNCHER_ARG_PREFIX,
+    block_comment,
+    c_parameter,
+    identifier,
+    param_identifier,
+    params_array,
+    string_literal,
+)
+
+_ROLES = {"in": "BT_ROLE_IN", "out": "BT_ROLE_OUT", "inout": "BT_ROLE_INOUT"}
+
+
+# ----------------------------------------------------------------------------- shared text
+
+def tile_extents(kernel: Kernel) -> int:
+    """How many values a dispatcher's ``tile_shape`` holds: the ranks of the tile.Out parameters."""
+    return sum(p.rank for p in kernel.outs)
+
+
+def tile_comment(kernel: Kernel) -> str:
+    """The kernel's signature, grid and compiled tile shapes, for comments."""
+    params = ", ".join(f"{p.name}: {p.type_name}" for p in kernel.params)
+    tile = kernel.tile
+    lines = [
+        f"{kernel.qualname}({params})",
+        (f"tile kernel: one block per tile of `{tile.grid_param}` (the launcher computes the grid; "
+         "cfg->grid must be zeros or that grid)"),
+        f"compiled for {tile.compiled()}",
+    ]
+    lines += [f"requires {r.text}" for r in kernel.requires]
+    return "\n".join(lines)
+
+
+def spec_prototype(kernel: Kernel, spec: TileSpecialization, *, arg_prefix: str = "") -> str:
+    return f"int {spec.launcher}({', '.join(_c_args(kernel, arg_prefix))})"
+
+
+def dispatcher_prototype(kernel: Kernel, *, arg_prefix: str = "") -> str:
+    args = _c_args(kernel, arg_prefix)
+    args.insert(1, "const int64_t* tile_shape")
+    return f"int {kernel.launcher}({', '.join(args)})"
+
+
+def _c_args(kernel: Kernel, arg_prefix: str) -> list[str]:
+    args = ["const bt_launch_config* cfg"]
+    for p in kernel.params:
+        ctype, _, name = c_parameter(p).rpartition(" ")
+        args.append(f"{ctype} {arg_prefix}{p.name if arg_prefix else name}")
+    return args
+
+
+def extents_macro(kernel: Kernel) -> str:
+    return f"BT_{mangle(kernel.module, kernel.name).upper()}_TILE_EXTENTS"
+
+
+# ----------------------------------------------------------------------------- kernels.c
+
+def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -> str:
+    """The descriptions and launchers of Tile kernel number ``i`` (``module_of``: entry -> (module, index))."""
+    out = [block_comment(tile_comment(kernel))]
+    buffers = kernel.buffers
+    out.append(f"static const bt_param_spec bt_buffers_{i}[] = {{")
+    for p in buffers:
+        code, bits = DTYPES[p.dtype][1], DTYPES[p.dtype][2]
+        out.append(f"    {{{string_literal(p.name)}, BT_KIND_TILE, {p.rank}, {_ROLES[p.role]}, {code}, {bits}, "
+                   f"{string_literal(p.type_name)}}},")
+    out.append("};")
+    grid_buffer = [p.name for p in buffers].index(kernel.tile.grid_param)
+    offset = 0  # where the grid output's extents start in a specialization's tile_shape
+    for p in kernel.outs:
+        if p.name == kernel.tile.grid_param:
+            grid_rank = p.rank
+            break
+        offset += p.rank
+    for s, spec in enumerate(kernel.tile.specializations):
+        m, index = module_of[spec.symbol]
+        var = f"bt_kernel_{i}_{s}"
+        extents = [n for _, shape in spec.tile_shapes for n in shape]
+        bx, by, bz = spec.block
+        out += [
+            f"/* tile shape {spec.describe()}: block ({bx}, {by}, {bz}), {spec.shared_bytes} bytes of shared memory */",
+            f"static const int64_t bt_tiles_{i}_{s}[] = {{{', '.join(map(str, extents)) or '0'}}};",
+            f"static const bt_kernel {var} = {{",
+            f"    &bt_module_{m}, {index}, {string_literal(kernel.qualname)},",
+            f"    {{{bx}, {by}, {bz}}}, 0, {spec.shared_bytes}u, {kernel.min_cc or 0},",
+            f"    bt_buffers_{i}, {len(buffers)},",
+            "};",
+            f"static const bt_tile bt_tile_{i}_{s} = {{{grid_buffer}, bt_tiles_{i}_{s} + {offset}, {grid_rank}}};",
+            "",
+            f"BUILDTILE_API {spec_prototype(kernel, spec, arg_prefix=LAUNCHER_ARG_PREFIX)}",
+            "{",
+            (f"    const DLTensor* const tensors[{len(buffers)}] = "
+             f"{{{', '.join(LAUNCHER_ARG_PREFIX + p.name for p in buffers)}}};"),
+            f"    bt_arg args[{len(buffers)}];",
+            "    bt_launch_config launch;",
+            "    int empty = 0;",
+            "    bt_begin();",
+            f"    int status = bt_tile_prepare(&{var}, cfg, tensors, args);",
+            "    if (status != BT_OK)",
+            "        return status;",
+        ]
+        out += [relation_check(req, kernel, var, LAUNCHER_ARG_PREFIX) for req in kernel.requires]
+        out += [
+            f"    status = bt_tile_grid(&{var}, &bt_tile_{i}_{s}, cfg, args, &launch, &empty);",
+            "    if (status != BT_OK || empty) /* an empty output has no tile: nothing to launch */",
+            "        return status;",
+            *params_array(kernel, LAUNCHER_ARG_PREFIX),
+            f"    return bt_launch(&{var}, &launch, NULL, args, params);",
+            "}",
+            "",
+        ]
+    out += _dispatcher(i, kernel)
+    return "\n".join(out)
+
+
+def _dispatcher(i: int, kernel: Kernel) -> list[str]:
+    outs = kernel.outs
+    n = tile_extents(kernel)
+    forwarded = ", ".join(["cfg"] + [LAUNCHER_ARG_PREFIX + p.name for p in kernel.params])
+    out = [
+        f"static const char* const bt_outs_{i}[] = {{{', '.join(string_literal(p.name) for p in outs)}}};",
+        f"static const int bt_out_ranks_{i}[] = {{{', '.join(str(p.rank) for p in outs)}}};",
+        "",
+        f"BUILDTILE_API {dispatcher_prototype(kernel, arg_prefix=LAUNCHER_ARG_PREFIX)}",
+        "{",
+        "    bt_begin();",
+    ]
+    if n:
+        out += [
+            "    if (tile_shape == NULL)",
+            "        return bt_fail(BT_ERR_CONTRACT, \"pass the tile extents of each tile.Out parameter\",",
+            (f"                       \"launch contract violated: kernel `%s` got no tile shape (tile_shape is NULL)\", "
+             f"{string_literal(kernel.qualname)});"),
+        ]
+    for s, spec in enumerate(kernel.tile.specializations):
+        out += [f"    if (bt_tile_shape_is(tile_shape, bt_tiles_{i}_{s}, {n}))",
+                f"        return {spec.launcher}({forwarded});"]
+    out += [
+        (f"    return bt_tile_unknown_shape({string_literal(kernel.qualname)}, bt_outs_{i}, bt_out_ranks_{i}, "
+         f"{len(outs)}, tile_shape, {string_literal(kernel.tile.compiled())});"),
+        "}",
+        "",
+    ]
+    return out
+
+
+# ----------------------------------------------------------------------------- kernels.h
+
+def tile_declarations(kernel: Kernel) -> list[str]:
+    out = [block_comment(tile_comment(kernel))]
+    for spec in kernel.tile.specializations:
+        bx, by, bz = spec.block
+        out.append(f"/* tile shape {spec.describe()}: block ({bx}, {by}, {bz}) */")
+        out.append(f"BUILDTILE_API {spec_prototype(kernel, spec)};")
+    n = tile_extents(kernel)
+    names = ", ".join(f"`{p.name}`" for p in kernel.outs)
+    out += [
+        (f"/* Any compiled tile shape: tile_shape holds the {n} tile extent{'' if n == 1 else 's'} of {names}, "
+         "in that order. */"),
+        f"#define {extents_macro(kernel)} {n}",
+        f"BUILDTILE_API {dispatcher_prototype(kernel)};",
+        "",
+    ]
+    return out
+
+
+# ----------------------------------------------------------------------------- kernels.hpp
+
+def _cpp_member(p: Param) -> str:
+    element = CPP_TYPE[p.dtype]
+    if p.is_scalar:
+        return element
+    if p.is_tile_out:
+        return f"buildtile::Partition<{element}, {p.rank}>"
+    return f"buildtile::TileTensor<{element}, {p.rank}>"
+
+
+def _cpp_result(p: Param) -> str:
+    return CPP_TYPE[p.dtype] if p.is_scalar else f"buildtile::TileTensor<{CPP_TYPE[p.dtype]}, {p.rank}>"
+
+
+def tile_wrapper(kernel: Kernel, package: str) -> list[str]:
+    """``class <kernel>_launch`` and ``<kernel>(...)`` in the kernel's namespace."""
+    fn = identifier(kernel.name)
+    cls = identifier(kernel.name + "_launch")
+    params = kernel.params
+    # `result` is the class's own type name; every other local is prefixed (m_, d_)
+    names = {p.name: param_identifier(p.name) + ("_" if p.name == "result" else "") for p in params}
+    result = f"std::tuple<{', '.join(_cpp_result(p) for p in params)}>"
+    taken = [f"{_cpp_member(p)}{'' if p.is_scalar else '&&'} {names[p.name]}" for p in params]
+    inits = []
+    for p in params:
+        where = string_literal(f"`{kernel.qualname}` (parameter `{p.name}`)")
+        value = names[p.name] if p.is_scalar else f"buildtile::detail::take(std::move({names[p.name]}), {where})"
+        inits.append(f"m_{p.name}({value})")
+    extents = [f"m_{p.name}.tile_shape()[{d}]" for p in kernel.outs for d in range(p.rank)] or ["0"]
+    dl = [f"        const DLTensor d_{p.name} = m_{p.name}.dl();" for p in params if not p.is_scalar]
+    call = ["&cfg", "tile_shape"] + [
+        (f"m_{p.name}.bits" if p.dtype in ("f16", "bf16") else f"m_{p.name}") if p.is_scalar else f"&d_{p.name}"
+        for p in params]
+    given_back = string_literal("the tensors returned by `sync_on` or `cancel`")
+    returned = [
+        f"m_{p.name}" if p.is_scalar
+        else f"buildtile::detail::take(std::move(m_{p.name}), {given_back}).into_tensor()" if p.is_tile_out
+        else f"buildtile::detail::take(std::move(m_{p.name}), {given_back})"
+        for p in params
+    ]
+    example = ", ".join(names[p.name] if p.is_scalar else f"std::move({names[p.name]}{'p' if p.is_tile_out else ''})"
+                        for p in params)
+    out = [f"/// {line}" for line in tile_comment(kernel).splitlines()]
+    out += [
+        f"/// A checked-on-enqueue launch of {kernel.name} that owns its tensors until sync_on gives them back.",
+        f"class {cls} {{",
+        "public:",
+        f"    using result = {result};",
+        "",
+        f"    {cls}({', '.join(taken)})",
+        f"        : {', '.join(inits)}",
+        "    {",
+        "    }",
+        "",
+        "    /// Check and enqueue on `stream` (a cudaStream_t / CUstream; nullptr: the legacy default",
+        "    /// stream), then give the tensors back in parameter order. Does not wait for the kernel.",
+        "    /// Throws buildtile::Error (the launch stays pending: cancel() still gives the tensors back).",
+        "    result sync_on(void* stream, std::uint32_t shared_mem = 0) &&",
+        "    {",
+        f"        const std::int64_t tile_shape[] = {{{', '.join(extents)}}};",
+        *dl,
+        "        const bt_launch_config cfg{{0, 0, 0}, shared_mem, stream};",
+        f"        buildtile::check({kernel.launcher}({', '.join(call)}), {package}_last_error);",
+        "        return std::move(*this).cancel();",
+        "    }",
+        "",
+        "    /// Give the tensors back without launching.",
+        "    result cancel() &&",
+        "    {",
+        f"        return result({', '.join(returned)});",
+        "    }",
+        "",
+        "private:",
+        *[f"    {_cpp_member(p)} m_{p.name};" for p in params],
+        "};",
+        "",
+        f"/// {kernel.name}: move the tensors in (tile.Out parameters as buildtile::Partition), then give them",
+        f"/// back: `auto [{', '.join(names.values())}] = {fn}({example}).sync_on(stream);`",
+        f"inline {cls} {fn}({', '.join(taken)})",
+        "{",
+        f"    return {cls}({', '.join(names[p.name] if p.is_scalar else f'std::move({names[p.name]})' for p in params)});",
+        "}",
+        "",
+    ]
+    return out

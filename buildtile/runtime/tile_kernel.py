@@ -1,0 +1,146 @@
+"""The launchable handle that ``@tile.kernel`` returns.
+
+A Tile kernel is called with its arguments and no grid — the grid is one
+block per tile of its output partition::
+
+    z = tile.partition(z, [128])                  # picks the 128-wide specialization
+    x, y, z = ops.add(x, y, z).sync_on(stream)    # check, move, enqueue, get the tensors back
+
+Calling it checks everything (:mod:`~buildtile.runtime.tile_binding`),
+loads the chosen specialization's image for the arguments' device, moves
+the argument handles into a :class:`~buildtile.runtime.tile_launch.
+PendingLaunch` and returns that; nothing is moved when a check refuses.
+
+Like a SIMT :class:`~buildtile.runtime.kernel.Kernel`, it is created when
+the user's module is imported and reads its package's manifest on first
+use; modules load once per (specialization, device) through the package's
+cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+
+from buildtile.errors import BuildtileError, ContractError
+from buildtile.runtime.contract import check_compute_capability
+from buildtile.runtime.driver import get_driver
+from buildtile.runtime.package import KernelFunction, PackageRuntime, package_runtime
+from buildtile.runtime.streams import default_stream
+from buildtile.runtime.tile_binding import bind, settle_device
+from buildtile.runtime.tile_launch import PendingLaunch
+from buildtile.runtime.tile_signature import TileSignature, TileSpecialization
+from buildtile.runtime.tile_tensor import MoveSite, OwnedHandle, move_all
+
+
+class TileKernel:
+    """A compiled Tile kernel of an installed package: ``kernel(*args).sync_on(stream)``."""
+
+    kind = "tile"
+
+    def __init__(self, pyfunc: Callable) -> None:
+        functools.update_wrapper(self, pyfunc)
+        self.pyfunc = pyfunc
+        self._lock = threading.RLock()
+        self._signature: TileSignature | None = None
+        self._package: PackageRuntime | None = None
+        self._record: dict | None = None
+        self._functions: dict[tuple[str, int], KernelFunction] = {}
+
+    # ------------------------------------------------------------------ binding to the manifest
+
+    @property
+    def signature(self) -> TileSignature:
+        """Parameters, specializations and ``requires`` of the compiled kernel (reads the manifest once)."""
+        return self._signature or self._bind()
+
+    @property
+    def record(self) -> dict:
+        """This kernel's entry in the package manifest."""
+        if self._signature is None:
+            self._bind()
+        return self._record  # type: ignore[return-value]
+
+    @property
+    def package(self) -> PackageRuntime:
+        """The runtime of the package this kernel was compiled into."""
+        if self._signature is None:
+            self._bind()
+        return self._package  # type: ignore[return-value]
+
+    @property
+    def tile_shapes(self) -> list[dict[str, tuple[int, ...]]]:
+        """The compiled specializations: the tile shape of each ``tile.Out`` parameter."""
+        return [dict(spec.tile_shapes) for spec in self.signature.specializations]
+
+    def _bind(self) -> TileSignature:
+        with self._lock:
+            if self._signature is not None:
+                return self._signature
+            module, name = self.pyfunc.__module__, self.pyfunc.__name__
+            package = package_runtime(module, name)
+            record = package.kernel_record(module, name)
+            if record.get("kind") != "tile":
+                raise BuildtileError(
+                    f"kernel `{name}` is declared as a tile kernel but the manifest of package "
+                    f"`{package.name}` lists it as {record.get('kind')!r}",
+                    code="BT0620",
+                    help="the package is out of date: rebuild or reinstall it",
+                )
+            signature = TileSignature(record, f"kernel `{name}` in {package.manifest_file}")
+            self._package, self._record = package, record
+            self._signature = signature
+            return signature
+
+    # ------------------------------------------------------------------ launching
+
+    def __call__(self, *args) -> PendingLaunch:
+        """Check ``args``, move their handles and return the pending launch (see the module docstring)."""
+        sig = self.signature
+        raw = tuple(a._array if isinstance(a, OwnedHandle) else a for a in args)
+        binding = bind(sig, args, default_stream(raw))
+        driver = get_driver()
+        device = settle_device(sig, binding, driver.pointer_memory)
+        if device is None:  # only empty arrays: the calling thread's device
+            device = driver.current_device()
+        function = self._function_for(binding.specialization, device)
+        names = [p.name for p in sig.params]
+        move_all([(handle, MoveSite.launch(sig.name, p.name, names))
+                  for p, handle in zip(sig.params, binding.handles) if handle is not None],
+                 f"passing it to `{sig.name}`")
+        return PendingLaunch(self, binding, function)
+
+    def __getitem__(self, config):
+        name = self.__name__
+        raise ContractError(
+            f"tile kernel `{name}` takes no launch configuration: its grid is one block per tile "
+            "of its output partition",
+            help=f"call it as `{name}(..., tile.partition(out, tile_shape)).sync_on(stream)`",
+        )
+
+    # ------------------------------------------------------------------ per device
+
+    def _function_for(self, spec: TileSpecialization, device: int) -> KernelFunction:
+        key = (spec.symbol, device)
+        function = self._functions.get(key)
+        if function is None:
+            with self._lock:
+                function = self._functions.get(key)
+                if function is None:
+                    function = self._functions[key] = self._load(spec, device)
+        return function
+
+    def _load(self, spec: TileSpecialization, device: int) -> KernelFunction:
+        sig = self.signature
+        driver = get_driver()
+        ctx = driver.context(device)
+        check_compute_capability(sig.contract, sig.name, device, ctx.capability)
+        function = self.package.load_function(driver, ctx, spec.image_record)
+        if spec.shared_bytes > function.shared_limit:  # above 48 KiB needs an explicit opt-in
+            driver.set_dynamic_shared(function.handle, spec.shared_bytes)
+            function.shared_limit = spec.shared_bytes
+        return function
+
+    def __repr__(self) -> str:
+        return f"<buildtile tile kernel {self.__module__}.{self.__qualname__}>"

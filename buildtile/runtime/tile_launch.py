@@ -1,0 +1,159 @@
+"""A checked Tile launch that owns its arguments until it is enqueued.
+
+Calling a Tile kernel checks everything and returns a :class:`PendingLaunch`
+holding the moved arguments; nothing is queued yet. The launch is queued by
+
+- ``pending.sync_on(stream)``: enqueue on ``stream`` and give the arguments
+  back, as fresh handles over the same memory, in parameter order
+  (``x, y, z = ops.add(x, y, zp).sync_on(stream)``). It does **not** block
+  the host: it names the stream that orders all later work on those
+  tensors. Work on another stream must wait for ``stream`` first (as for
+  any CUDA stream), and the host must synchronise ``stream`` before it
+  reads the results.
+- ``pending.launch(stream=None)``: the same, with the stream optional
+  (``None``: the current PyTorch/CuPy stream of the arguments, else the
+  legacy default stream, as for SIMT launches).
+
+A pending launch runs once. ``pending.cancel()`` gives the arguments back
+without running it; if enqueueing fails (a driver error), the launch stays
+pending, so it can be retried or cancelled. A pending launch dropped
+without either warns: its arguments were moved into it and are lost.
+
+Each ``tile.Out`` parameter comes back as a :class:`~buildtile.runtime.
+tile_tensor.TileTensor` of the whole array (partition it again for the
+next launch); scalars come back as given. When the grid parameter is empty
+there is no tile, so nothing is queued.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import warnings
+
+from buildtile.errors import MovedError
+from buildtile.runtime.driver import get_driver
+from buildtile.runtime.package import KernelFunction
+from buildtile.runtime.streams import stream_handle
+from buildtile.runtime.tile_binding import TileBinding
+from buildtile.runtime.tile_tensor import TileTensor
+
+_PENDING, _LAUNCHED, _CANCELLED = "pending", "launched", "cancelled"
+
+
+class PendingLaunch:
+    """A Tile launch, checked and holding its arguments, not yet queued (see the module docstring)."""
+
+    __slots__ = ("__weakref__", "_binding", "_function", "_lock", "_state", "kernel")
+
+    def __init__(self, kernel, binding: TileBinding, function: KernelFunction) -> None:
+        self.kernel = kernel
+        self._binding = binding
+        self._function = function
+        self._state = _PENDING
+        self._lock = threading.Lock()
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        """Blocks along x, y, z: one per tile of the grid parameter (a 0: nothing to launch)."""
+        return self._binding.grid
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return self._binding.specialization.block
+
+    @property
+    def shared_mem(self) -> int:
+        """Dynamic shared memory each block gets, in bytes."""
+        return self._binding.specialization.shared_bytes
+
+    @property
+    def tile_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The tile shape of each ``tile.Out`` parameter (the specialization launched)."""
+        return dict(self._binding.specialization.tile_shapes)
+
+    def sync_on(self, stream) -> tuple:
+        """Enqueue on ``stream`` and return the arguments as fresh handles, in parameter order.
+
+        Does not wait for the kernel: later work on these tensors must be
+        ordered after ``stream`` (see the module docstring).
+        """
+        return self._enqueue(stream)
+
+    def launch(self, stream=None) -> tuple:
+        """:meth:`sync_on` with an optional stream (``None``: the arguments' framework's current stream)."""
+        return self._enqueue(stream)
+
+    def cancel(self) -> tuple:
+        """Give the arguments back without launching."""
+        with self._lock:
+            self._claim("cancelling it")
+            self._state = _CANCELLED
+        return self._results()
+
+    def _enqueue(self, stream) -> tuple:
+        with self._lock:
+            self._claim("enqueueing it")
+            binding = self._binding
+            handle = stream_handle(stream, binding.args)
+            if 0 not in binding.grid:
+                self._queue(handle)
+            self._state = _LAUNCHED
+        return self._results()
+
+    def _claim(self, use: str) -> None:
+        if self._state != _PENDING:
+            done = "enqueued" if self._state == _LAUNCHED else "cancelled"
+            raise MovedError(
+                f"use of moved value: this launch of `{self.kernel.__name__}` was already {done}, "
+                f"so {use} is not allowed",
+                help="a pending launch runs once; call the kernel again with the tensors it returned",
+            )
+
+    def _queue(self, stream: int) -> None:
+        binding, function = self._binding, self._function
+        driver = get_driver()
+        for producer in self._producers(stream):
+            driver.stream_wait(function.context, stream, producer)
+        layout = self.kernel.signature.layout
+        buffer = ctypes.create_string_buffer(layout.size)
+        layout.struct.pack_into(buffer, 0, *binding.values)
+        base = ctypes.addressof(buffer)
+        count = len(layout.offsets)
+        pointers = (ctypes.c_void_p * max(count, 1))(*(base + offset for offset in layout.offsets))
+        spec = binding.specialization
+        config = (*binding.grid, *spec.block, spec.shared_bytes)
+        driver.launch(function.context, function.handle, config, stream, ctypes.addressof(pointers) if count else 0)
+
+    def _producers(self, stream: int) -> list[int]:
+        """Streams the launch must wait for: producers named by the CUDA array interface, and the
+        stream DLPack producers synchronised onto when the arguments were checked."""
+        binding = self._binding
+        views = [v for v in binding.views if v is not None]
+        producers = {v.stream for v in views if v.stream is not None}
+        if any(v.keepalive is not None for v in views):
+            producers.add(binding.stream)
+        producers.discard(stream)
+        return sorted(producers)
+
+    def _results(self) -> tuple:
+        binding = self._binding
+        out = []
+        for p, arg, handle in zip(self.kernel.signature.params, binding.args, binding.handles):
+            out.append(TileTensor(arg, name=handle._name if handle is not None else None) if p.is_array else arg)
+        return tuple(out)
+
+    def __repr__(self) -> str:
+        return (f"<{self._state} tile launch of {self.kernel.__name__}: tile shapes "
+                f"{self._binding.specialization.describe()}, grid={self.grid} block={self.block}"
+                f"{f' shared_mem={self.shared_mem}' if self.shared_mem else ''}>")
+
+    def __del__(self) -> None:
+        if getattr(self, "_state", None) == _PENDING:
+            try:
+                warnings.warn(
+                    f"a launch of `{self.kernel.__name__}` was dropped without being enqueued; the tensors "
+                    "moved into it are lost (call `.sync_on(stream)`, or `.cancel()` to get them back)",
+                    RuntimeWarning, stacklevel=2)
+            except Exception:  # noqa: BLE001, S110 (interpreter shutdown: nothing left to warn)
+                pass

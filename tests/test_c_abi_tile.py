@@ -1,0 +1,525 @@
+"""Tile kernels in the C ABI: launchers per specialization, the dispatching launcher, the C++ layer.
+
+Runs without a GPU, like tests/test_c_abi.py (whose ctypes helpers it uses):
+the checks run in the shim itself, and the grid and parameters it computes
+reach tests/fake_libcuda.c, which records them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+
+import c_abi_support as support
+import pytest
+from test_c_abi import (
+    CC,
+    CXX,
+    WARNINGS,
+    DLTensor,
+    FakeState,
+    LaunchConfig,
+    config,
+    run,
+    tensor,
+)
+from tile_support import add_1d_ptx, add_tile_kernels, double_2d_ptx, tile_record
+
+from buildtile.errors import BuildtileError, MovedError
+from buildtile.interop.abi import kernel_params
+from buildtile.interop.c_abi import emit
+
+pytestmark = pytest.mark.skipif(CC is None, reason="needs a C compiler")
+needs_cxx = pytest.mark.skipif(CXX is None, reason="needs a C++ compiler")
+
+PKG = support.PACKAGE
+MODULE = "example_kernels.tiles"
+A, B, C = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000
+ADD = "bt_example_kernels_tiles__add"
+
+
+def _eq(lhs: dict, rhs: dict) -> dict:
+    return {"op": "cmp", "fn": "==", "lhs": lhs, "rhs": rhs}
+
+
+def _len(param: str) -> dict:
+    return {"op": "len", "param": param}
+
+
+def tile_kernels() -> list[dict]:
+    sym = f"{MODULE.replace('.', '_')}__"
+    return [
+        tile_record(MODULE, "add", [("x", "tensor", "f32", 1), ("y", "tensor", "f32", 1), ("z", "tile_out", "f32", 1)], [
+            dict(tiles={"z": [128]}, block=128, ptx=add_1d_ptx(sym + "add__t128", 128, 128)),
+            dict(tiles={"z": [256]}, block=128, ptx=add_1d_ptx(sym + "add__t256", 256, 128)),
+        ], requires=[("len(x) == len(z)", _eq(_len("x"), _len("z"))), ("len(y) == len(z)", _eq(_len("y"), _len("z")))]),
+        tile_record(MODULE, "double2d", [("x", "tensor", "f32", 2), ("z", "tile_out", "f32", 2)], [
+            dict(tiles={"z": [16, 32]}, block=(32, 8), ptx=double_2d_ptx(sym + "double2d__t16x32", (16, 32), (32, 8))),
+        ]),
+        tile_record(MODULE, "stats", [("x", "tensor", "f32", 2), ("alpha", "scalar", "f16"),
+                                      ("m", "tile_out", "f32", 2), ("s", "tile_out", "f32", 1)], [
+            dict(tiles={"m": [8, 8], "s": [8]}, block=64, shared_bytes=64 * 1024,
+                 ptx=add_1d_ptx(sym + "stats__t8x8_8", 8, 64)),
+            dict(tiles={"m": [16, 16], "s": [16]}, block=256, ptx=add_1d_ptx(sym + "stats__t16x16_16", 16, 256)),
+        ], grid_param="m"),
+        tile_record(MODULE, "fill3d", [("v", "tile_out", "f64", 3)], [
+            dict(tiles={"v": [2, 4, 8]}, block=(8, 4, 2), ptx=add_1d_ptx(sym + "fill3d__t2x4x8", 8, 64)),
+        ]),
+    ]
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    """(root, manifest, project): the example SIMT kernels plus the tile kernels above."""
+    root = tmp_path_factory.mktemp("tilepkg")
+    manifest = support.write_package(root, support.example_kernels())
+    add_tile_kernels(root, manifest, tile_kernels())
+    project = emit(manifest, root / PKG / "_buildtile", root / "build", None).cmake_source_dir
+    return root, manifest, project
+
+
+@pytest.fixture(scope="module")
+def shim_path(package):
+    _, _, project = package
+    out = project.parent / "libshim.so"
+    run([CC, "-std=c11", *WARNINGS, "-Wpedantic", "-O1", "-fPIC", "-shared", "-fvisibility=hidden",
+         "-I", project / "include", "-I", project / "src",
+         *sorted((project / "src").glob("*.c")), "-o", out, "-ldl", "-lpthread"])
+    return out
+
+
+_SCALARS = {"f16": ctypes.c_uint16, "f32": ctypes.c_float, "i32": ctypes.c_int32}
+
+
+class TileShim:
+    """The shim's tile launchers with types: ``shim.add(cfg, x, y, z)`` (dispatcher: ``add_tiled(cfg,
+    [128], x, y, z)``; one specialization: ``shim.launcher("add__t256")(cfg, x, y, z)``)."""
+
+    def __init__(self, path, manifest: dict) -> None:
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.example_kernels_last_error.restype = ctypes.c_char_p
+        self.records = {k["name"]: k for k in manifest["kernels"] if k.get("kind") == "tile"}
+
+    def _types(self, record: dict) -> list:
+        return [_SCALARS[p["dtype"]] if p["kind"] == "scalar" else ctypes.POINTER(DLTensor) for p in record["params"]]
+
+    def launcher(self, symbol_tail: str):
+        kernel = symbol_tail.partition("__")[0]
+        fn = getattr(self.lib, f"bt_example_kernels_tiles__{symbol_tail}")
+        fn.argtypes = [ctypes.POINTER(LaunchConfig), *self._types(self.records[kernel])]
+        fn.restype = ctypes.c_int
+        return lambda cfg, *args: fn(_ref(cfg), *map(_ref, args))
+
+    def tiled(self, kernel: str):
+        fn = getattr(self.lib, f"bt_example_kernels_tiles__{kernel}_tiled")
+        fn.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.POINTER(ctypes.c_int64), *self._types(self.records[kernel])]
+        fn.restype = ctypes.c_int
+
+        def call(cfg, tile_shape, *args):
+            shape = None if tile_shape is None else (ctypes.c_int64 * max(len(tile_shape), 1))(*tile_shape)
+            return fn(_ref(cfg), shape, *map(_ref, args))
+        return call
+
+    @property
+    def last_error(self) -> str:
+        return self.lib.example_kernels_last_error().decode()
+
+
+def _ref(x):
+    return ctypes.byref(x) if isinstance(x, (DLTensor, LaunchConfig)) else x
+
+
+@pytest.fixture
+def shim(shim_path, package, tmp_path, monkeypatch):
+    """A fresh copy of the shim whose driver is missing: a launch that passes every check returns 701."""
+    monkeypatch.setenv("BUILDTILE_LIBCUDA", str(tmp_path / "no" / "libcuda.so.1"))
+    copy = tmp_path / "libshim.so"
+    shutil.copy(shim_path, copy)
+    return TileShim(copy, package[1])
+
+
+@pytest.fixture(scope="module")
+def fake_driver_path(tmp_path_factory):
+    from test_c_abi import HERE
+
+    out = tmp_path_factory.mktemp("fake") / "libcuda.so.1"
+    run([CC, "-std=c11", *WARNINGS, "-fPIC", "-shared", HERE / "fake_libcuda.c", "-o", out])
+    return out
+
+
+@pytest.fixture
+def fake(fake_driver_path, package, shim_path, tmp_path, monkeypatch):
+    """(shim, fake driver state) over tests/fake_libcuda.c, device 0 current (cc 9.0)."""
+    monkeypatch.setenv("BUILDTILE_LIBCUDA", str(fake_driver_path))
+    driver = ctypes.CDLL(str(fake_driver_path))
+    state = FakeState.in_dll(driver, "fake")
+    state.cc_major, state.cc_minor, state.device_count = 9, 0, 2
+    state.init_result = state.refuse_cubin = state.refuse_ptx = 0
+    driver.fake_reset_observations()
+    driver.fake_make_current(0, 1)
+    copy = tmp_path / "libshim.so"
+    shutil.copy(shim_path, copy)
+    return TileShim(copy, package[1]), state
+
+
+def tile_config(stream=None):
+    """A configuration that leaves the grid to the launcher (zeros)."""
+    return config(0, 0, 0, stream=stream)
+
+
+def vectors(n=1000, *, z_len=None):
+    return tensor(A, [n]), tensor(B, [n]), tensor(C, [n if z_len is None else z_len])
+
+
+def expect_params(state, record: dict) -> None:
+    sizes = {"ptr": 8, "i64": 8, "f32": 4, "f16": 2}
+    flat = kernel_params(record["params"])
+    state.param_count = len(flat)
+    for i, p in enumerate(flat):
+        state.param_sizes[i] = sizes[p.ctype]
+
+
+def param(state, i: int, size: int = 8) -> int:
+    return int.from_bytes(bytes(state.params[i])[:size], "little", signed=True)
+
+
+# --------------------------------------------------------------------------- the generated files
+
+def test_every_specialization_and_the_dispatcher_are_exported(shim_path):
+    nm = run(["nm", "-D", "--defined-only", shim_path]).stdout
+    exported = {line.split()[-1] for line in nm.splitlines() if " T " in line}
+    tile = {name for name in exported if "_tiles__" in name}
+    assert tile == {f"{ADD}__t128", f"{ADD}__t256", f"{ADD}_tiled",
+                    "bt_example_kernels_tiles__double2d__t16x32", "bt_example_kernels_tiles__double2d_tiled",
+                    "bt_example_kernels_tiles__stats__t8x8_8", "bt_example_kernels_tiles__stats__t16x16_16",
+                    "bt_example_kernels_tiles__stats_tiled",
+                    "bt_example_kernels_tiles__fill3d__t2x4x8", "bt_example_kernels_tiles__fill3d_tiled"}
+    assert "bt_example_kernels_ops__vecadd" in exported  # SIMT kernels beside them
+
+
+def test_the_c_header_declares_the_launchers_and_tile_extents(package):
+    root, _, _ = package
+    header = (root / PKG / "_buildtile" / "include" / PKG / "kernels.h").read_text()
+    assert (f"BUILDTILE_API int {ADD}_tiled(const bt_launch_config* cfg, const int64_t* tile_shape, "
+            "const DLTensor* x, const DLTensor* y, const DLTensor* z);") in header
+    assert f"BUILDTILE_API int {ADD}__t256(const bt_launch_config* cfg, const DLTensor* x" in header
+    assert "#define BT_EXAMPLE_KERNELS_TILES__STATS_TILE_EXTENTS 3" in header
+    assert "compiled for tile shapes (128,), (256,)" in header
+
+
+def test_each_specialization_embeds_its_own_images(package):
+    root, manifest, project = package
+    text = (project / "src" / "kernels.c").read_text()
+    record = next(k for k in manifest["kernels"] if k["name"] == "add")
+    for spec in record["tile"]["specializations"]:
+        ptx = (root / PKG / "_buildtile" / spec["artifacts"]["ptx"]["path"]).read_text()
+        assert f".visible .entry {spec['symbol']}(" in ptx
+        assert f'"{spec["symbol"]}"' in text  # the entry the shim looks up
+
+
+@pytest.mark.parametrize("edit, code, words", [
+    (lambda r: r.pop("tile"), "BT0621", "has no `tile` object"),
+    (lambda r: r["tile"].update(grid_param="x"), "BT0621", "tile.grid_param 'x' is not a tile.Out parameter"),
+    (lambda r: r["tile"]["specializations"][0].update(tile_shapes={"z": [0]}), "BT0621", "expected 1 positive"),
+    (lambda r: r["tile"]["specializations"][1].update(tile_shapes={"z": [128]}), "BT0621", "same tile shapes"),
+    (lambda r: r["tile"]["specializations"][0].update(block=None), "BT0621", "needs its block shape"),
+    (lambda r: r["params"][0].update(kind="slice"), "BT0621", "which tile kernels do not take"),
+    (lambda r: r["tile"]["specializations"][1].update(symbol=r["tile"]["specializations"][0]["symbol"]),
+     "BT0621", "share the PTX entry name"),
+])
+def test_a_malformed_tile_record_stops_the_emitter(package, tmp_path, edit, code, words):
+    import json
+
+    root, manifest, _ = package
+    broken = json.loads(json.dumps(manifest))
+    edit(next(k for k in broken["kernels"] if k["name"] == "add"))
+    with pytest.raises(BuildtileError) as info:
+        emit(broken, root / PKG / "_buildtile", tmp_path / "build", None)
+    assert info.value.code == code and words in str(info.value)
+
+
+# --------------------------------------------------------------------------- checks, without a GPU
+
+T128 = "add__t128"
+ADD_MISMATCH = "mismatched types: parameter `{}` of kernel `example_kernels.tiles.add` expects {}, got "
+
+
+@pytest.mark.parametrize("make_args, words", [
+    (lambda: (tensor(A, [8], "f64"), tensor(B, [8]), tensor(C, [8])),
+     ADD_MISMATCH.format("x", "Tensor[f32, 1]") + "a f64 DLTensor of shape (8,) on cuda:0"),
+    (lambda: (tensor(A, [8]), tensor(B, [8]), tensor(C, [2, 4])),
+     ADD_MISMATCH.format("z", "tile.Out[f32, 1]") + "a f32 DLTensor of shape (2, 4)"),
+    (lambda: (tensor(A, [8], strides=[2]), tensor(B, [8]), tensor(C, [8])),
+     "(not contiguous: strides (2,) in elements; tile kernels take row-major contiguous tensors)"),
+    (lambda: (tensor(A, [8], device=(1, 0)), tensor(B, [8]), tensor(C, [8])), "(the kernel reads GPU memory)"),
+    (lambda: (tensor(A, [8]), tensor(B, [8], device=(2, 1)), tensor(C, [8])),
+     "arguments of kernel `example_kernels.tiles.add` are on different devices"),
+])
+def test_wrong_arguments_are_bt0308(shim, make_args, words):
+    assert shim.launcher(T128)(tile_config(), *make_args()) == 308
+    assert shim.last_error.startswith("error[BT0308]: mismatched types: ") and words in shim.last_error
+
+
+def test_a_transposed_2d_tensor_is_not_contiguous(shim):
+    x = tensor(A, [4, 8], strides=[1, 4])
+    assert shim.launcher("double2d__t16x32")(tile_config(), x, tensor(C, [4, 8])) == 308
+    assert "(not contiguous: strides (1, 4) in elements;" in shim.last_error
+    # extents of 1 take any stride, as in the Python host
+    assert shim.launcher("double2d__t16x32")(tile_config(), tensor(A, [1, 8], strides=[99, 1]), tensor(C, [1, 8])) == 701
+
+
+def test_one_dltensor_passed_twice_is_bt0502(shim):
+    x, y, z = vectors(8)
+    assert shim.launcher(T128)(tile_config(), x, x, z) == 502
+    assert ("cannot move the same DLTensor into `example_kernels.tiles.add` twice: it is passed as `x` and as `y`"
+            in shim.last_error)
+    assert shim.launcher(T128)(tile_config(), x, y, y) == 502
+    assert ("cannot borrow `z` as mutable because it is also borrowed as immutable (as `y`): kernel "
+            "`example_kernels.tiles.add` writes `z`, and the same DLTensor is passed as `y` and as `z`") in shim.last_error
+    assert shim.last_error.endswith("= help: pass a separate buffer for `z`")
+
+
+def test_an_output_overlapping_an_input_is_bt0502(shim):
+    assert shim.launcher(T128)(tile_config(), tensor(A, [8]), tensor(B, [8]), tensor(A + 16, [8])) == 502
+    assert "writes `z`, and `z` (bytes" in shim.last_error and "overlaps `x`" in shim.last_error
+
+
+def test_requires_is_bt0600_with_the_values(shim):
+    assert shim.launcher(T128)(tile_config(), *vectors(1000, z_len=999)) == 600
+    assert ("kernel `example_kernels.tiles.add` requires `len(x) == len(z)` but len(x) = 1000, len(z) = 999"
+            in shim.last_error)
+
+
+def test_the_launch_configuration_is_checked(shim):
+    add = shim.launcher(T128)
+    assert add(None, *vectors()) == 600
+    assert "got no launch configuration (cfg is NULL)" in shim.last_error
+    assert add(config(4), *vectors()) == 600
+    assert ("kernel `example_kernels.tiles.add` launches one block per tile of `z`, grid (8, 1, 1), but "
+            "cfg->grid is (4, 1, 1)") in shim.last_error
+    assert add(config(8), *vectors()) == 701  # the grid it computes is accepted
+    assert add(tile_config(), *vectors()) == 701
+    assert add(config(0), *vectors()) == 600  # (0, 1, 1) is neither
+
+
+def test_a_grid_past_cuda_limits_is_bt0600(shim):
+    rows = 16 * 65535 + 1
+    far = 0x7E0000000000  # the outputs do not overlap the input
+    assert shim.launcher("double2d__t16x32")(tile_config(), tensor(A, [rows, 32]), tensor(far, [rows, 32])) == 600
+    assert ("needs 65536 tiles along axis 0 of `z` (shape (1048561, 32), tile shape (16, 32)), but CUDA allows "
+            "at most 65535 blocks along y") in shim.last_error
+
+
+def test_an_empty_output_launches_nothing(shim):
+    # every check passes and nothing needs the (missing) driver
+    assert shim.launcher(T128)(tile_config(), *vectors(0)) == 0
+    assert shim.last_error == ""
+
+
+def test_the_dispatcher_refuses_a_tile_shape_nobody_compiled(shim):
+    assert shim.tiled("add")(tile_config(), [64], *vectors()) == 600
+    assert shim.last_error == (
+        "error[BT0600]: launch contract violated: kernel `example_kernels.tiles.add` has no specialization for "
+        "tile shape (64,) of `z`; it was compiled for tile shapes (128,), (256,)\n"
+        "  = help: partition the output into tiles of a compiled shape, or add this shape to the kernel's "
+        "specializations (`@tile.kernel(specialize=...)` or pyproject) and rebuild")
+    assert shim.tiled("add")(tile_config(), None, *vectors()) == 600
+    assert "got no tile shape (tile_shape is NULL)" in shim.last_error
+    x, m, s = tensor(A, [40, 30]), tensor(B, [40, 30]), tensor(C, [40])
+    assert shim.tiled("stats")(tile_config(), [16, 16, 8], x, 0, m, s) == 600
+    assert ("no specialization for tile shapes m: (16, 16), s: (8,); it was compiled for (m: (8, 8), s: (8,)); "
+            "(m: (16, 16), s: (16,))") in shim.last_error
+
+
+def test_python_and_c_word_the_unknown_tile_shape_alike(shim, make_kernel_package, fake_gpu):
+    from tile_support import make_tile_package
+
+    from buildtile.errors import ContractError
+    from buildtile.runtime.tile_partition import partition
+
+    ops = make_tile_package(make_kernel_package, {"add": dict(
+        params=[("x", "tensor", "f32", 1), ("y", "tensor", "f32", 1), ("z", "tile_out", "f32", 1)],
+        specializations=[dict(tiles={"z": [128]}), dict(tiles={"z": [256]})])})
+    with pytest.raises(ContractError) as info:
+        ops.add(fake_gpu.array(10), fake_gpu.array(10), partition(fake_gpu.array(10), [64]))
+    assert shim.tiled("add")(tile_config(), [64], *vectors()) == 600
+    assert shim.last_error.replace("example_kernels.tiles.add", "add") == str(info.value)
+
+
+# --------------------------------------------------------------------------- the launch, on the fake driver
+
+@pytest.mark.parametrize("tile, symbol, grid", [(128, "add__t128", 8), (256, "add__t256", 4)])
+def test_the_dispatcher_launches_the_matching_specialization_over_every_tile(fake, package, tile, symbol, grid):
+    shim, state = fake
+    record = shim.records["add"]
+    expect_params(state, record)
+    x, y, z = vectors(1000)
+    assert shim.tiled("add")(tile_config(stream=0x55), [tile], x, y, z) == 0, shim.last_error
+    assert state.function.decode() == f"example_kernels_tiles__{symbol}"
+    assert (tuple(state.grid), tuple(state.block), state.shared) == ((grid, 1, 1), (128, 1, 1), 0)
+    assert state.stream == 0x55
+    assert [param(state, i) for i in range(9)] == [A, 1000, 1, B, 1000, 1, C, 1000, 1]
+
+
+@pytest.mark.parametrize("shape, grid", [((37, 100), (4, 3, 1)), ((32, 64), (2, 2, 1)), ((1, 1), (1, 1, 1))])
+def test_two_dimensional_grids_cover_ragged_outputs(fake, shape, grid):
+    shim, state = fake
+    expect_params(state, shim.records["double2d"])
+    rows, cols = shape
+    assert shim.tiled("double2d")(tile_config(), [16, 32], tensor(A, list(shape)), tensor(C, list(shape))) == 0
+    assert (tuple(state.grid), tuple(state.block)) == (grid, (32, 8, 1))
+    assert [param(state, i) for i in range(10)] == [A, rows, cols, cols, 1, C, rows, cols, cols, 1]
+
+
+def test_a_three_dimensional_grid_takes_axis_0_along_z(fake):
+    shim, state = fake
+    assert shim.tiled("fill3d")(tile_config(), [2, 4, 8], tensor(A, [3, 9, 17], "f64")) == 0, shim.last_error
+    assert (tuple(state.grid), tuple(state.block)) == ((3, 3, 2), (8, 4, 2))
+
+
+def test_the_grid_output_fixes_the_grid_and_shared_memory_past_48k_is_opted_into(fake):
+    shim, state = fake
+    expect_params(state, shim.records["stats"])
+    x, m, s = tensor(A, [40, 30]), tensor(B, [40, 30]), tensor(C, [40])
+    assert shim.tiled("stats")(tile_config(), [8, 8, 8], x, 0x3C00, m, s) == 0, shim.last_error  # alpha = 1.0 (f16 bits)
+    assert tuple(state.grid) == (4, 5, 1)  # from m: ceil(30 / 8) along x, ceil(40 / 8) along y
+    assert state.shared == 64 * 1024 and state.set_attribute_value == 64 * 1024
+    assert param(state, 5, 2) == 0x3C00
+    assert shim.tiled("stats")(tile_config(), [16, 16, 16], x, 0x3C00, m, s) == 0
+    assert (tuple(state.grid), tuple(state.block), state.shared) == ((2, 3, 1), (256, 1, 1), 0)
+
+
+def test_each_specialization_loads_its_own_image_once_per_context(fake):
+    shim, state = fake
+    for tile in (128, 256, 128, 256):
+        assert shim.tiled("add")(tile_config(), [tile], *vectors()) == 0
+    assert state.module_loads == 2 and state.launches == 4
+
+
+# --------------------------------------------------------------------------- C++
+
+CPP_TILE_HOST = r"""
+#include <cstdio>
+#include <utility>
+#include "example_kernels/kernels.hpp"
+
+namespace tiles = example_kernels::tiles;
+using buildtile::TileTensor;
+
+static float* at(unsigned long long address) { return reinterpret_cast<float*>(address); }
+
+#define EXPECT_ERROR(expected, statement)                                                     \
+    try {                                                                                    \
+        statement;                                                                           \
+        std::printf("no error from line %d\n", __LINE__);                                    \
+        return 1;                                                                            \
+    } catch (const buildtile::Error& e) {                                                    \
+        std::printf("%d|%s\n", e.code(), e.what());                                          \
+        if (e.code() != (expected))                                                          \
+            return 2;                                                                        \
+    }
+
+int main()
+{
+    TileTensor<float, 1> x(at(0x7f0000000000), {1000}), y(at(0x7f0000100000), {1000});
+    TileTensor<float, 1> z(at(0x7f0000200000), {1000});
+    auto zp = buildtile::partition(std::move(z), {128});
+    std::printf("tiles %lld\n", static_cast<long long>(zp.num_tiles()[0]));
+    auto [x2, y2, z2] = tiles::add(std::move(x), std::move(y), std::move(zp)).sync_on(nullptr);
+    std::printf("back %lld %lld %lld\n", static_cast<long long>(x2.shape()[0]),
+                static_cast<long long>(y2.shape()[0]), static_cast<long long>(z2.shape()[0]));
+
+    EXPECT_ERROR(382, (void)x.data())
+    EXPECT_ERROR(382, (void)zp.tile_shape())
+    EXPECT_ERROR(382, (void)z.dl())
+    std::printf("moved %d %d %d\n", x.moved(), zp.moved(), x2.moved());
+
+    // a tile shape nobody compiled: refused, and the tensors come back with cancel()
+    auto pending = tiles::add(std::move(x2), std::move(y2), buildtile::partition(std::move(z2), {64}));
+    EXPECT_ERROR(600, std::move(pending).sync_on(nullptr))
+    auto [x3, y3, z3] = std::move(pending).cancel();
+    EXPECT_ERROR(382, std::move(pending).sync_on(nullptr))
+
+    // the output overlapping an input
+    TileTensor<float, 1> alias(at(0x7f0000000000), {1000});
+    EXPECT_ERROR(502, tiles::add(std::move(x3), std::move(y3), buildtile::partition(std::move(alias), {128})).sync_on(nullptr))
+
+    // a refused partition leaves the tensor usable
+    EXPECT_ERROR(600, buildtile::partition(std::move(z3), {0}))
+    std::printf("still %lld\n", static_cast<long long>(z3.shape()[0]));
+    return 0;
+}
+"""
+
+
+def _include(package):
+    root, _, _ = package
+    return root / PKG / "_buildtile" / "include"
+
+
+@needs_cxx
+def test_cpp_tile_wrappers_compile_warning_free_as_cpp17(package, tmp_path):
+    source = tmp_path / "host.cpp"
+    source.write_text(CPP_TILE_HOST)
+    run([CXX, "-std=c++17", *WARNINGS, "-Wpedantic", "-Wshadow", "-fsyntax-only", "-I", _include(package), source])
+
+
+@needs_cxx
+def test_cpp_moves_structured_bindings_and_errors_on_the_fake_driver(package, shim_path, fake_driver_path, tmp_path):
+    source = tmp_path / "host.cpp"
+    source.write_text(CPP_TILE_HOST)
+    run([CXX, "-std=c++17", *WARNINGS, "-I", _include(package), source, shim_path,
+         f"-Wl,-rpath,{shim_path.parent}", "-o", tmp_path / "host"])
+    result = subprocess.run([tmp_path / "host"], capture_output=True, text=True, check=False,
+                            env={"BUILDTILE_LIBCUDA": str(fake_driver_path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "tiles 8\nback 1000 1000 1000\n" in out
+    assert ("382|error[BT0382]: use of moved value: a TileTensor was moved into `example_kernels.tiles.add` "
+            "(parameter `x`)\n  = help: use what it was moved into; a launch gives its tensors back from "
+            ".sync_on(stream)") in out
+    assert "382|error[BT0382]: use of moved value: a Partition was moved into `example_kernels.tiles.add` (parameter `z`)" in out
+    assert "382|error[BT0382]: use of moved value: a TileTensor was moved into a partition (buildtile::partition)" in out
+    assert "moved 1 1 0\n" in out
+    assert "600|error[BT0600]: launch contract violated: kernel `example_kernels.tiles.add` has no specialization for tile shape (64,)" in out
+    assert "382|error[BT0382]: use of moved value: a Partition was moved into the tensors returned by `sync_on` or `cancel`" in out
+    assert "502|error[BT0502]: cannot borrow `z` as mutable because it is also borrowed as immutable (as `x`)" in out
+    assert "600|error[BT0600]: tile extents must be at least 1, got tile shape (0,)\nstill 1000\n" in out
+
+
+MUST_NOT_COMPILE = {  # name: (main's body, words of the compiler's refusal)
+    "copying a TileTensor": (
+        "buildtile::TileTensor<float, 1> a(nullptr, {4});\n    auto b = a;\n    (void)b;",
+        "deleted"),
+    "copying a Partition": (
+        ("auto p = buildtile::partition(buildtile::TileTensor<float, 1>(nullptr, {4}), {2});\n"
+         "    auto q = p;\n    (void)q;"),
+        "deleted"),
+    "passing without std::move": (
+        ("buildtile::TileTensor<float, 1> x(nullptr, {4}), y(nullptr, {4}), z(nullptr, {4});\n"
+         "    auto zp = buildtile::partition(std::move(z), {2});\n"
+         "    example_kernels::tiles::add(x, y, std::move(zp));"),
+        "rvalue"),
+    "a TileTensor of const elements": (
+        "buildtile::TileTensor<const float, 1> a(nullptr, {4});\n    (void)a;",
+        "owns its elements"),
+}
+
+
+@needs_cxx
+@pytest.mark.parametrize("name", list(MUST_NOT_COMPILE))
+def test_misuse_of_tile_tensors_does_not_compile(package, tmp_path, name):
+    body, why = MUST_NOT_COMPILE[name]
+    source = tmp_path / "misuse.cpp"
+    source.write_text(f'#include <utility>\n#include "example_kernels/kernels.hpp"\nint main()\n{{\n    {body}\n}}\n')
+    result = subprocess.run([CXX, "-std=c++17", "-fsyntax-only", "-I", str(_include(package)), str(source)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode != 0, f"{name} compiled"
+    assert why in result.stderr, result.stderr
+
+
+def test_the_moved_status_is_bt0382_in_every_host():
+    from test_c_abi import abi_enum
+
+    assert f"BT{abi_enum()['BT_ERR_MOVED']:04d}" == MovedError.code == "BT0382"
