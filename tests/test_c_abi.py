@@ -1016,3 +1016,31 @@ def test_the_interop_plugin_registers_the_c_abi_emitter():
     registered = []
     manager.hook.buildtile_register_emitters(register=registered.append)
     assert registered == [C_ABI_EMITTER]
+
+
+@needs_cc
+def test_a_coarsened_kernel_launches_fewer_blocks_and_gets_the_logical_grid_last(
+        fake_driver_path, tmp_path, monkeypatch):
+    (vecadd, ptx), *_ = support.example_kernels()
+    vecadd = json.loads(json.dumps(vecadd))
+    vecadd["contract"]["coarsen"] = 4
+    root = tmp_path / "coarse"
+    manifest = support.write_package(root, [(vecadd, ptx)])
+    project = emit(manifest, root / PKG / "_buildtile", root / "build", BuildtileSettings()).cmake_source_dir
+    lib = tmp_path / "libcoarse.so"
+    run([CC, "-std=c11", *WARNINGS, "-fPIC", "-shared", "-I", project / "include", "-I", project / "src",
+         *sorted((project / "src").glob("*.c")), "-o", lib, "-ldl", "-lpthread"])
+    monkeypatch.setenv("BUILDTILE_LIBCUDA", str(fake_driver_path))
+    driver = ctypes.CDLL(str(fake_driver_path))
+    state = FakeState.in_dll(driver, "fake")
+    state.cc_major, state.cc_minor, state.device_count = 9, 0, 1
+    state.init_result = state.refuse_cubin = state.refuse_ptx = 0
+    driver.fake_reset_observations()
+    driver.fake_make_current(0, 1)
+    shim = Shim(lib, manifest)
+    flat = expect_params(state, shim.kernels["vecadd"])
+    state.param_count = len(flat) + 1          # the logical grid.x travels last, as an int64
+    state.param_sizes[len(flat)] = 8
+    assert shim.vecadd(config(10), *vecadd_args(2500)) == 0, shim.last_error
+    assert list(state.grid) == [3, 1, 1]       # ceil(10 / 4) launched blocks
+    assert param_int(state, len(flat)) == 10

@@ -134,6 +134,7 @@ class Kernel:
     images: tuple[Image, ...]            # exact cubins first, then PTX, newest first
     kind: str = "simt"                   # "tile": see `tile`
     tile: Tile | None = None             # a Tile kernel's specializations
+    coarsen: int = 1                     # logical blocks per launched block (abi.launch_extras)
 
     @property
     def qualname(self) -> str:
@@ -240,6 +241,9 @@ def _read_kernel(raw: dict, index: int, package_out: Path) -> Kernel:
     dynamic_shared = contract.get("dynamic_shared") or 0
     if not isinstance(dynamic_shared, int) or not 0 <= dynamic_shared < 2**32:
         raise malformed(where, f"contract.dynamic_shared is {dynamic_shared!r}")
+    coarsen = contract.get("coarsen") or 1
+    if not isinstance(coarsen, int) or not 1 <= coarsen <= 64:
+        raise malformed(where, f"contract.coarsen is {coarsen!r}; expected 1 to 64")
     tile = _read_tile(raw.get("tile"), params, package_out, where) if kind == "tile" else None
     if tile is not None:  # the block and images are per specialization
         block, index_dims = None, 0
@@ -256,6 +260,7 @@ def _read_kernel(raw: dict, index: int, package_out: Path) -> Kernel:
         images=tile.specializations[0].images if tile else _read_images(raw.get("artifacts"), package_out, where),
         kind=kind,
         tile=tile,
+        coarsen=coarsen,
     )
 
 

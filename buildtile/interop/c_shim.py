@@ -126,7 +126,7 @@ def _kernel(i: int, kernel: Kernel, module: int, index: int) -> str:
         f"static const bt_kernel {var} = {{",
         f"    &bt_module_{module}, {index}, {string_literal(kernel.qualname)},",
         (f"    {{{block[0]}, {block[1]}, {block[2]}}}, {kernel.index_dims}, {kernel.dynamic_shared}u, "
-         f"{kernel.min_cc or 0},"),
+         f"{kernel.coarsen}u, {kernel.min_cc or 0},"),
         f"    {f'bt_buffers_{i}' if buffers else 'NULL'}, {len(buffers)},",
         "};",
         "",

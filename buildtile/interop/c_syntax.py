@@ -161,6 +161,9 @@ def params_array(kernel: Kernel, arg_prefix: str) -> list[str]:
             slots.append(f"&args[{index[name]}].shape[{part[5:]}]")
         else:
             slots.append(f"&args[{index[name]}].strides[{part[6:]}]")
+    if kernel.coarsen > 1:   # ABI: a coarsened kernel takes the logical grid.x last
+        lines.append("    int64_t k_logical_blocks = (int64_t)cfg->grid[0];")
+        slots.append("&k_logical_blocks")
     if not slots:
         return ["    void** const params = NULL;"]
     lines.append("    void* params[] = {")

@@ -40,6 +40,12 @@
  * "data" is DLTensor.data + DLTensor.byte_offset. A NULL DLTensor.strides
  * means compact row-major, as in DLPack.
  *
+ * A kernel whose manifest contract has "coarsen": K > 1 (the compiler
+ * coarsens kernels whose body sees nothing of its block but index_1d()) runs
+ * K logical blocks per launched block: cfg->grid[0] counts logical blocks,
+ * the launcher starts ceil(grid[0] / K) blocks along x and passes one more,
+ * trailing, kernel parameter: int64 grid[0].
+ *
  * Launchers return a bt_status. They never print, exit or abort. On failure
  * <package>_last_error() returns a message for the calling thread that
  * starts with the code, as the Python host prints it:

@@ -452,7 +452,11 @@ int bt_launch(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* b
         if (r != 0)
             return bt_cuda_fail(r, k->name, "cuFuncSetAttribute");
     }
-    r = bt_cu.cuLaunchKernel(f, cfg->grid[0], cfg->grid[1], cfg->grid[2], b[0], b[1], b[2], shared,
+    /* a coarsened kernel runs k->coarsen logical blocks per launched block (it gets the
+     * logical grid.x as its last parameter) */
+    const uint32_t coarsen = k->coarsen > 1 ? k->coarsen : 1;
+    const uint32_t grid_x = cfg->grid[0] / coarsen + (cfg->grid[0] % coarsen != 0);
+    r = bt_cu.cuLaunchKernel(f, grid_x, cfg->grid[1], cfg->grid[2], b[0], b[1], b[2], shared,
                              (bt_CUstream)cfg->stream, params, NULL);
     if (r != 0)
         return bt_cuda_fail(r, k->name, "cuLaunchKernel");

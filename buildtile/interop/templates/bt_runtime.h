@@ -77,6 +77,7 @@ typedef struct bt_kernel {
     uint32_t block[3];         /* the contract's block; zeros without a contract */
     int index_dims;            /* 1, 2 or 3 when writes use index_Nd(); else 0 */
     uint32_t dynamic_shared;   /* bytes the kernel needs */
+    uint32_t coarsen;          /* logical blocks per launched block along x (1: none) */
     int min_cc;                /* 10 * major + minor, or 0 */
     const bt_param_spec* buffers; /* buffer parameters in declaration order */
     int n_buffers;
