@@ -4,7 +4,9 @@ Every hook runs in the project folder (PEP 517 guarantees it). The wheel
 hooks compile the kernels into the staging folder first, so a kernel that
 fails its checks stops the build before scikit-build-core writes anything;
 then scikit-build-core packages the wheel with the settings of
-:mod:`buildtile.hooks.skbuild_settings`.
+:mod:`buildtile.hooks.skbuild_settings`. A project that builds its own
+CMakeLists.txt (and with it the C ABI shim, through the kernels' entry
+point) has its wheel checked for the shim afterwards.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from buildtile.config import Project, load_project
-from buildtile.errors import ToolchainError
-from buildtile.hooks.skbuild_settings import scikit_build_settings
+from buildtile.errors import ConfigError, ToolchainError
+from buildtile.hooks.cmake_entry import ADD_SUBDIRECTORY, kernels_target
+from buildtile.hooks.skbuild_settings import missing_c_abi_library, own_cmake_project, scikit_build_settings
 from buildtile.hooks.staging import install_in_place, stage_kernels
 from buildtile.interop.manifest import MANIFEST_DIR
 
@@ -37,7 +40,9 @@ def build_wheel(
     staged = stage_kernels(project, log=_log)
     settings = scikit_build_settings(project, config_settings, staged)
     with _build_tools_explained(project):
-        return skbuild.build_wheel(wheel_directory, settings, metadata_directory)
+        wheel_name = skbuild.build_wheel(wheel_directory, settings, metadata_directory)
+    _check_own_cmake_build(project, config_settings, Path(wheel_directory) / wheel_name)
+    return wheel_name
 
 
 def build_editable(
@@ -57,6 +62,7 @@ def build_editable(
     settings = scikit_build_settings(project, config_settings, staged, include_artifacts=False)
     with _build_tools_explained(project):
         wheel_name = skbuild.build_editable(wheel_directory, settings, metadata_directory)
+    _check_own_cmake_build(project, config_settings, Path(wheel_directory) / wheel_name)
     _extract_package_artifacts(Path(wheel_directory) / wheel_name, project.package, in_place)
     return wheel_name
 
@@ -132,6 +138,29 @@ def _build_tools_explained(project: Project) -> Iterator[None]:
             help="install it into this environment (`pip install cmake ninja`), or build with build "
             "isolation, which provides it",
         ) from None
+
+
+def _check_own_cmake_build(project: Project, config_settings: ConfigSettings, wheel: Path) -> None:
+    """A project's own CMake build must have installed the C ABI shim the wheel's headers promise.
+
+    A wheel without it is removed, so no tool picks it up.
+    """
+    if not project.settings.c_abi.enabled:
+        return
+    cmake_lists = own_cmake_project(project, config_settings)
+    if cmake_lists is None:
+        return  # buildtile's own shim project built it
+    with zipfile.ZipFile(wheel) as archive:
+        problem = missing_c_abi_library(project, archive.namelist())
+    if problem is None:
+        return
+    wheel.unlink()
+    raise ConfigError(
+        problem,
+        help=f"add the kernels to {cmake_lists} with `{ADD_SUBDIRECTORY}` and link "
+        f"{kernels_target(project.package)}, and install every component (tool.scikit-build.install.components); "
+        "or set tool.buildtile.c-abi.enabled = false",
+    )
 
 
 def _log(message: str) -> None:

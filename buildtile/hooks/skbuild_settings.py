@@ -12,13 +12,20 @@ config settings, what to add to its usual job:
   step puts the library under ``<package>/_buildtile/lib``. A shim that does
   not link to Python makes the wheel ``py3-none-<platform>``
   (``wheel.py-api = "py3"``); without one the wheel is pure.
+- A project with a ``CMakeLists.txt`` of its own (in its folder, or in the
+  ``cmake.source-dir`` it sets) keeps it: scikit-build-core builds the user's
+  project as usual, and ``cmake.define.BUILDTILE_KERNELS_DIR`` names the
+  kernels' entry point, which that project adds with ``add_subdirectory``
+  to link ``<package>::kernels`` (:mod:`buildtile.hooks.cmake_entry`). The
+  wheel's tags are then scikit-build-core's own.
 - ``wheel.packages``: the kernels' import package, found from
   ``[tool.buildtile].kernels`` (flat or src layout), so the distribution
   name need not match it.
 
 The user's own settings win: anything the project sets in
 ``[tool.scikit-build]`` or passes with ``-C`` is left alone, except where it
-would drop the C shim the wheel's headers promise (then it is an error).
+would drop the C shim the wheel's headers promise (then it is an error), and
+``cmake.define.BUILDTILE_KERNELS_DIR``, which is buildtile's.
 """
 
 from __future__ import annotations
@@ -35,7 +42,9 @@ else:  # pragma: no cover
 
 from buildtile.config import CONFIG_SETTINGS_PREFIX, Project
 from buildtile.errors import ConfigError
+from buildtile.hooks.cmake_entry import ADD_SUBDIRECTORY, KERNELS_DIR_VARIABLE
 from buildtile.hooks.staging import StagedKernels
+from buildtile.interop import layout
 from buildtile.interop.manifest import MANIFEST_DIR
 
 ConfigSettings = dict[str, Any]
@@ -48,8 +57,10 @@ C_ABI_CMAKE_VERSION = ">=3.18"
 NO_CMAKE_VERSION = ">=3.15"
 SKBUILD_PREFIX = "skbuild."
 
-#: settings buildtile must control while the C ABI is on
-C_ABI_OWNED = ("wheel.cmake", "cmake.source-dir")
+#: the define that hands the kernels' entry point to a project's own CMake build
+KERNELS_DIR_DEFINE = f"cmake.define.{KERNELS_DIR_VARIABLE}"
+#: how scikit-build-core spells false in a config setting
+_FALSE = {"false", "0", "no", "off"}
 
 
 def scikit_build_settings(
@@ -69,7 +80,7 @@ def scikit_build_settings(
     table = _scikit_build_table(project.pyproject)
 
     def user_sets(key: str) -> bool:
-        return key in user or SKBUILD_PREFIX + key in user or _dig(table, key) is not None
+        return _user_value(key, user, table) is not None
 
     ours: ConfigSettings = {}
 
@@ -78,26 +89,40 @@ def scikit_build_settings(
             ours[key] = value
 
     c_abi = project.settings.c_abi.enabled
+    own_cmake = own_cmake_project(project, config_settings)
+    if user_sets(KERNELS_DIR_DEFINE):
+        raise ConfigError(
+            f"{_where_set(KERNELS_DIR_DEFINE, user, project.pyproject)} is buildtile's to set",
+            help=f"remove it; buildtile defines {KERNELS_DIR_VARIABLE} for the project's CMakeLists.txt",
+        )
     if c_abi:
-        for key in C_ABI_OWNED:
-            if user_sets(key):
-                raise ConfigError(
-                    f"{_where_set(key, user, project.pyproject)} conflicts with "
-                    f"tool.buildtile.c-abi.enabled = true in {project.pyproject}",
-                    help="buildtile builds the C ABI shim with scikit-build-core's CMake step; "
-                    f"remove {key}, or set tool.buildtile.c-abi.enabled = false",
-                )
+        # the shim needs scikit-build-core's CMake step, and a CMake project to build it:
+        # buildtile's own, or the project's (which adds the kernels' entry point)
+        wheel_cmake = _user_value("wheel.cmake", user, table)
+        if wheel_cmake is not None and (own_cmake is None or str(wheel_cmake).lower() in _FALSE):
+            raise _c_abi_conflict(project, "wheel.cmake", user)
+        if own_cmake is None and user_sets("cmake.source-dir"):
+            raise _c_abi_conflict(
+                project, "cmake.source-dir", user,
+                why=f"{_user_value('cmake.source-dir', user, table)} has no CMakeLists.txt to build the C ABI "
+                "shim from",
+            )
         ours["wheel.cmake"] = "true"
-        default("wheel.py-api", "py3")
-    else:
+        if own_cmake is None:
+            default("wheel.py-api", "py3")
+    elif own_cmake is None:
         default("wheel.cmake", "false")
 
-    cmake_source_dir = staged.cmake_source_dir if staged else None
-    if cmake_source_dir is not None:
-        ours["cmake.source-dir"] = str(cmake_source_dir)
+    if own_cmake is not None:
+        # the project's CMakeLists.txt stays scikit-build-core's source folder; the
+        # kernels come in through add_subdirectory(${BUILDTILE_KERNELS_DIR})
+        if staged is not None and staged.cmake_entry_dir is not None:
+            ours[KERNELS_DIR_DEFINE] = str(staged.cmake_entry_dir)
     else:
-        configured = Path(_dig(table, "cmake.source-dir") or user.get("cmake.source-dir") or ".")
-        if not (project.root / configured / "CMakeLists.txt").is_file():
+        cmake_source_dir = staged.cmake_source_dir if staged else None
+        if cmake_source_dir is not None:
+            ours["cmake.source-dir"] = str(cmake_source_dir)
+        else:
             default("cmake.version", C_ABI_CMAKE_VERSION if c_abi else NO_CMAKE_VERSION)
 
     default("wheel.packages", [_relative(project.package_dir, project.root)])
@@ -105,6 +130,34 @@ def scikit_build_settings(
     if staged is not None and include_artifacts:
         ours[f"wheel.force-include.{staged.artifacts_dir}"] = f"{project.package}/{MANIFEST_DIR}"
     return {**user, **ours}
+
+
+def own_cmake_project(project: Project, config_settings: Mapping[str, Any] | None) -> Path | None:
+    """The ``CMakeLists.txt`` of the project's own CMake build, if it has one.
+
+    It is the one scikit-build-core would build: in ``cmake.source-dir`` when
+    the project sets it (config setting or ``[tool.scikit-build]``), else in the
+    project's folder.
+    """
+    configured = _user_value("cmake.source-dir", passthrough(config_settings), _scikit_build_table(project.pyproject))
+    cmake_lists = project.root / str(configured or ".") / "CMakeLists.txt"
+    return cmake_lists if cmake_lists.is_file() else None
+
+
+def missing_c_abi_library(project: Project, wheel_members: list[str]) -> str | None:
+    """What is wrong when a project's own CMake build left the C ABI shim out of its wheel.
+
+    The wheel's headers and CMake config promise the library; a project whose
+    CMakeLists.txt never adds the kernels' entry point (or installs only some
+    components) would ship them without it.
+    """
+    library = f"{project.package}/{MANIFEST_DIR}/{layout.LIB_DIR}/{layout.library_filename(project.package)}"
+    if library in wheel_members:
+        return None
+    return (
+        f"the wheel has no {library}, which tool.buildtile.c-abi.enabled = true in {project.pyproject} "
+        f"promises: the project's CMakeLists.txt did not build and install the kernels' C ABI"
+    )
 
 
 def passthrough(config_settings: Mapping[str, Any] | None) -> ConfigSettings:
@@ -128,6 +181,24 @@ def _dig(table: Mapping[str, Any], dotted: str) -> Any:
             return None
         value = value[part]
     return value
+
+
+def _user_value(key: str, user: Mapping[str, Any], table: Mapping[str, Any]) -> Any:
+    """The project's own value of a scikit-build-core setting (config setting first), or None."""
+    for name in (key, SKBUILD_PREFIX + key):
+        if name in user:
+            return user[name]
+    return _dig(table, key)
+
+
+def _c_abi_conflict(project: Project, key: str, user: Mapping[str, Any], why: str | None = None) -> ConfigError:
+    return ConfigError(
+        f"{_where_set(key, user, project.pyproject)} conflicts with "
+        f"tool.buildtile.c-abi.enabled = true in {project.pyproject}" + (f": {why}" if why else ""),
+        help="buildtile builds the C ABI shim with scikit-build-core's CMake step, alone or from the "
+        f"project's own CMakeLists.txt through {ADD_SUBDIRECTORY}; "
+        f"remove {key}, or set tool.buildtile.c-abi.enabled = false",
+    )
 
 
 def _where_set(key: str, user: Mapping[str, Any], pyproject: Path) -> str:

@@ -2,7 +2,9 @@
 
 The staging folder is ``build/buildtile/`` in the project: the compiler
 writes ``<package>/_buildtile/`` (manifest, cubins, PTX, interop files) there
-and keeps its scratch files beside it, so they survive between builds. The
+and keeps its scratch files beside it, so they survive between builds;
+``kernels-cmake/`` is the kernels' entry point for a project that builds with
+a CMakeLists.txt of its own (:mod:`buildtile.hooks.cmake_entry`). The
 folder ignores itself in version control, which also keeps it out of sdists.
 """
 
@@ -14,12 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildtile.config import Project
+from buildtile.hooks.cmake_entry import write_entry_point
 from buildtile.interop.manifest import MANIFEST_DIR
 
 STAGING_DIR = Path("build") / "buildtile"
 #: marks a folder buildtile writes, so git (and scikit-build-core's sdist, which reads
 #: .gitignore files) leaves it alone
 SELF_IGNORE = "# written by buildtile; safe to delete\n*\n"
+
+
+#: the folder, in the staging folder, of the kernels' entry point for a project's own CMake build
+CMAKE_ENTRY_DIR = "kernels-cmake"
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,9 @@ class StagedKernels:
     artifacts_dir: Path              # <staging>/<package>/_buildtile: goes in the wheel as is
     cmake_source_dir: Path | None    # a CMake project for scikit-build-core to build, if any
     manifest: dict
+    #: the kernels' entry point for a project that has a CMakeLists.txt of its own
+    #: (BUILDTILE_KERNELS_DIR; see buildtile.hooks.cmake_entry)
+    cmake_entry_dir: Path | None = None
 
 
 def staging_dir(project: Project) -> Path:
@@ -46,10 +56,12 @@ def stage_kernels(project: Project, log: Callable[[str], None]) -> StagedKernels
     # earlier build (a kernel removed since) reaches the wheel
     manifest = compile_project(project, out_dir, log=log)
     cmake_dirs = [Path(d) for d in manifest.pop("_cmake_source_dirs", [])]
+    artifacts_dir = out_dir / project.package / MANIFEST_DIR
     return StagedKernels(
-        artifacts_dir=out_dir / project.package / MANIFEST_DIR,
+        artifacts_dir=artifacts_dir,
         cmake_source_dir=_one_cmake_project(cmake_dirs, out_dir / "cmake", project.package),
         manifest=manifest,
+        cmake_entry_dir=write_entry_point(out_dir / CMAKE_ENTRY_DIR, project, artifacts_dir, cmake_dirs),
     )
 
 

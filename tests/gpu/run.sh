@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU half of the test plan, for a machine with an NVIDIA GPU whose Python already
-# has buildtile's dependencies (no network needed): install buildtile and the example
-# project without build isolation, run the demo, every GPU test, and the benchmarks.
+# has buildtile's dependencies and nanobind (no network needed): install buildtile and the
+# example projects without build isolation, run the demo, every GPU test, and the benchmarks.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1 BUILDTILE_REQUIRE_GPU=1
@@ -9,6 +9,7 @@ python="${PYTHON:-python3}"
 status=0
 "$python" -m pip install -q --no-deps --no-build-isolation . || exit 1
 "$python" -m pip install -q --no-deps --no-build-isolation ./example_project || exit 1
+"$python" -m pip install -q --no-deps --no-build-isolation ./example_project_mixed || status=1
 "$python" -m example_kernels || status=1
 "$python" -m pytest -q -m gpu -rs tests/gpu tests/test_runtime_gpu_ptx.py || status=1
 for bench in benchmarks/bench_*.py; do "$python" "$bench" || status=1; done
