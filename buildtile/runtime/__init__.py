@@ -13,6 +13,8 @@ layers:
 - :mod:`~buildtile.runtime.arrays`, :mod:`~buildtile.runtime.dlpack` — reading array arguments
 - :mod:`~buildtile.runtime.contract`, :mod:`~buildtile.runtime.requires` — launch contracts
 - :mod:`~buildtile.runtime.images`, :mod:`~buildtile.runtime.package` — images and manifests
+- :mod:`~buildtile.runtime.bounds` — out-of-range reads of debug builds, reported at
+  :func:`synchronize`
 - :mod:`~buildtile.runtime.driver` — the only module that calls the CUDA driver
 """
 
@@ -20,12 +22,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__all__ = ["DeviceArray", "Kernel", "PreparedLaunch", "cuda_available"]
+__all__ = ["DeviceArray", "Kernel", "PreparedLaunch", "cuda_available", "synchronize"]
 
 if TYPE_CHECKING:
     from buildtile.runtime.device_array import DeviceArray
     from buildtile.runtime.kernel import Kernel
     from buildtile.runtime.launch import PreparedLaunch
+    from buildtile.runtime.streams import synchronize
 
 
 def __getattr__(name: str):
@@ -42,6 +45,10 @@ def __getattr__(name: str):
         from buildtile.runtime.launch import PreparedLaunch
 
         return PreparedLaunch
+    if name == "synchronize":
+        from buildtile.runtime.streams import synchronize
+
+        return synchronize
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -16,6 +16,13 @@ building their interface dicts, and PyTorch refuses the CUDA array
 interface for tensors that require grad); the generic protocols cover
 everything else, preferring the CUDA array interface over DLPack because
 it needs no capsule.
+
+Building an :class:`ArrayView` costs more than reading the facts a launch
+needs, so the types met most often (PyTorch tensors, buildtile
+DeviceArrays) also have an :class:`InlineReader`: code that the generated
+binder of a kernel inlines to read those facts into local variables (see
+:mod:`buildtile.runtime.signature`). Views remain the general path, and the
+one every refusal is explained from.
 """
 
 from __future__ import annotations
@@ -94,28 +101,11 @@ class ArrayView:
 
     def overlaps_itself(self) -> bool:
         """Whether two different indices reach the same element (a broadcast, say)."""
-        if self.is_empty():
-            return False
-        dims = sorted((abs(s), n) for n, s in zip(self.shape, self.strides) if n > 1)
-        reach = 0  # furthest element offset reachable by the smaller dims
-        for stride, extent in dims:
-            if stride <= reach:
-                return True
-            reach += stride * (extent - 1)
-        return False
+        return overlaps_itself(self.shape, self.strides)
 
     def byte_range(self) -> tuple[int, int]:
         """The half-open byte interval ``[lo, hi)`` that the view can touch (empty: lo == hi)."""
-        if self.is_empty():
-            return self.ptr, self.ptr
-        lo = hi = 0
-        for extent, stride in zip(self.shape, self.strides):
-            span = (extent - 1) * stride * self.itemsize
-            if span < 0:
-                lo += span
-            else:
-                hi += span
-        return self.ptr + lo, self.ptr + hi + self.itemsize
+        return byte_range(self.ptr, self.shape, self.strides, self.itemsize)
 
     def describe(self) -> str:
         """``float64 array of shape (10,)`` — what the caller passed, for messages."""
@@ -123,6 +113,34 @@ class ArrayView:
         if self.location:
             text += f" {self.location}"
         return text
+
+
+def overlaps_itself(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether two different indices of an array of ``shape`` and element ``strides`` reach
+    the same element (a broadcast, say)."""
+    if 0 in shape:
+        return False
+    dims = sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1)
+    reach = 0  # furthest element offset reachable by the smaller dims
+    for stride, extent in dims:
+        if stride <= reach:
+            return True
+        reach += stride * (extent - 1)
+    return False
+
+
+def byte_range(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int]:
+    """The half-open byte interval ``[lo, hi)`` that an array can touch (empty: lo == hi)."""
+    if 0 in shape:
+        return ptr, ptr
+    lo = hi = 0
+    for extent, stride in zip(shape, strides):
+        span = (extent - 1) * stride * itemsize
+        if span < 0:
+            lo += span
+        else:
+            hi += span
+    return ptr + lo, ptr + hi + itemsize
 
 
 Extractor = Callable[[object, int], "ArrayView | None"]
@@ -134,6 +152,7 @@ _EXTRACTORS: dict[type, Extractor | None] = {}
 def register_extractor(cls: type, extractor: Extractor) -> None:
     """Use ``extractor(obj, stream)`` for instances of exactly ``cls``."""
     _EXTRACTORS[cls] = extractor
+    _INLINE_READERS.pop(cls, None)  # chosen again from the new extractor
 
 
 def array_view(obj: object, stream: int) -> ArrayView | None:
@@ -202,7 +221,7 @@ def view_from_cai(obj: object, cai: dict, origin: str = "array") -> ArrayView:
     """Build a view from a CUDA array interface dict (versions 2 and 3)."""
     try:
         ptr, read_only = cai["data"]
-        shape = tuple(int(n) for n in cai["shape"])
+        shape = tuple(map(int, cai["shape"]))
         typestr = cai["typestr"]
         byte_strides = cai.get("strides")
     except (KeyError, TypeError, ValueError) as exc:
@@ -233,6 +252,8 @@ def _element_strides(shape, byte_strides, itemsize) -> tuple[tuple[int, ...], st
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    if len(shape) == 1:
+        return (1,)
     strides = []
     step = 1
     for extent in reversed(shape):
@@ -331,3 +352,107 @@ def _typestr(typestr: str) -> tuple[str, int]:
     except KeyError:
         result = _TYPESTR_CACHE[typestr] = from_typestr(typestr)
         return result
+
+
+# ------------------------------------------------------------------ inline readers
+
+class InlineReader:
+    """How a generated binder reads one argument type without building an :class:`ArrayView`.
+
+    The binder of a kernel is generated per combination of argument types
+    (:meth:`buildtile.runtime.signature.KernelSignature.binder_for`). For an
+    array parameter whose argument type has a reader, the binder inlines the
+    reader's lines for argument ``a{k}``. They must set ``p{k}`` (the data
+    pointer) and ``d{k}`` (the CUDA device ordinal), and ``n{k}`` (the
+    length) for a slice, or ``s{k}`` and ``t{k}`` (shape, and strides in
+    elements) for a tensor of ``rank``; and they must run ``return SLOW(args,
+    stream)`` whenever the argument is not plainly right for the parameter:
+    another dtype or rank, not in GPU memory, read-only, a slice that is not
+    contiguous. The slow binder then accepts it or explains the refusal, so
+    a reader may be as conservative as it likes. Names the lines need go
+    into ``namespace``, suffixed with ``k``.
+
+    Returning None instead of lines means "no inline code for this
+    parameter"; the kernel then binds this type through views.
+    """
+
+    def slice_code(self, k: int, dtype: str, namespace: dict) -> list[str] | None:
+        return None
+
+    def tensor_code(self, k: int, dtype: str, rank: int, namespace: dict) -> list[str] | None:
+        return None
+
+
+class TorchTensorReader(InlineReader):
+    """PyTorch tensors: a handful of C-level getters, no ``__cuda_array_interface__`` dict.
+
+    ``dtype_object(name)`` gives the ``torch.dtype`` of an ABI dtype name (or
+    None where that PyTorch has none); dtypes are singletons, so the binder
+    compares them with ``is``.
+    """
+
+    def __init__(self, dtype_object: Callable[[str], object | None]) -> None:
+        self.dtype_object = dtype_object
+
+    def _head(self, k: int, dtype: str, namespace: dict) -> str | None:
+        torch_dtype = self.dtype_object(dtype)
+        if torch_dtype is None:
+            return None
+        namespace[f"T{k}"] = torch_dtype
+        return f"a{k}.dtype is not T{k} or not a{k}.is_cuda"
+
+    def slice_code(self, k, dtype, namespace):
+        head = self._head(k, dtype, namespace)
+        if head is None:
+            return None
+        # a 1-D tensor is contiguous when its stride is 1 or it has at most one element,
+        # which is exactly what a slice asks
+        return [f"if {head} or a{k}.dim() != 1 or not a{k}.is_contiguous():",
+                "    return SLOW(args, stream)",
+                f"p{k} = a{k}.data_ptr()",
+                f"n{k} = a{k}.numel()",
+                f"d{k} = a{k}.get_device()"]
+
+    def tensor_code(self, k, dtype, rank, namespace):
+        head = self._head(k, dtype, namespace)
+        if head is None:
+            return None
+        return [f"if {head} or a{k}.dim() != {rank}:",
+                "    return SLOW(args, stream)",
+                f"p{k} = a{k}.data_ptr()",
+                f"s{k} = a{k}.shape",
+                f"t{k} = a{k}.stride()",
+                f"d{k} = a{k}.get_device()"]
+
+
+_TORCH_DTYPE_NAMES = {
+    "bool": "bool", "i32": "int32", "i64": "int64", "u32": "uint32", "u64": "uint64",
+    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+}
+
+
+def _torch_dtype(name: str) -> object | None:
+    torch = sys.modules.get("torch")
+    return getattr(torch, _TORCH_DTYPE_NAMES.get(name, ""), None) if torch is not None else None
+
+
+TORCH_READER = TorchTensorReader(_torch_dtype)
+
+#: type -> its inline reader; None: bound through views
+_INLINE_READERS: dict[type, InlineReader | None] = {}
+
+
+def register_inline_reader(cls: type, reader: InlineReader | None) -> None:
+    """Let generated binders read instances of exactly ``cls`` with ``reader``."""
+    _INLINE_READERS[cls] = reader
+
+
+def inline_reader(cls: type) -> InlineReader | None:
+    """The inline reader for instances of ``cls``, if it has one (decided once per type)."""
+    try:
+        return _INLINE_READERS[cls]
+    except KeyError:
+        pass
+    extractor = _EXTRACTORS[cls] if cls in _EXTRACTORS else choose_extractor(cls)
+    reader = _INLINE_READERS[cls] = TORCH_READER if extractor is _torch_view else None
+    return reader

@@ -14,7 +14,14 @@ import operator
 import numpy as np
 
 from buildtile.errors import BuildtileError
-from buildtile.runtime.arrays import DEVICE, ArrayView, register_extractor
+from buildtile.runtime import bounds
+from buildtile.runtime.arrays import (
+    DEVICE,
+    ArrayView,
+    InlineReader,
+    register_extractor,
+    register_inline_reader,
+)
 from buildtile.runtime.driver import get_driver
 from buildtile.runtime.dtypes import from_typestr
 from buildtile.runtime.streams import stream_handle
@@ -90,12 +97,15 @@ class DeviceArray:
 
     def to_numpy(self, stream=None) -> np.ndarray:
         """A host copy. Work on the legacy default stream is finished first; pass ``stream``
-        to also wait for a launch queued on another stream."""
+        to also wait for a launch queued on another stream. Like any synchronisation, it
+        raises :class:`~buildtile.errors.BoundsError` for an out-of-range read that a
+        debug build recorded meanwhile."""
         driver = get_driver()
         if stream is not None:
             driver.stream_synchronize(self._context, stream_handle(stream))
         host = np.empty(self.shape, self.dtype)
         driver.memcpy_dtoh(self._context, host.ctypes.data, self.ptr, self.nbytes)
+        bounds.raise_pending()
         return host
 
     def copy_from_numpy(self, array) -> None:
@@ -163,4 +173,24 @@ def _device_array_view(array: DeviceArray, stream: int) -> ArrayView:
                      array.device, DEVICE, "DeviceArray")
 
 
+class _DeviceArrayReader(InlineReader):
+    """What generated binders inline for a DeviceArray: plain attribute reads."""
+
+    def slice_code(self, k, dtype, namespace):
+        return [f"if a{k}._abi_dtype[0] != {dtype!r} or len(a{k}.shape) != 1:",
+                "    return SLOW(args, stream)",
+                f"p{k} = a{k}.ptr",
+                f"n{k} = a{k}.shape[0]",
+                f"d{k} = a{k}.device"]
+
+    def tensor_code(self, k, dtype, rank, namespace):
+        return [f"if a{k}._abi_dtype[0] != {dtype!r} or len(a{k}.shape) != {rank}:",
+                "    return SLOW(args, stream)",
+                f"p{k} = a{k}.ptr",
+                f"s{k} = a{k}.shape",
+                f"t{k} = a{k}._element_strides",
+                f"d{k} = a{k}.device"]
+
+
 register_extractor(DeviceArray, _device_array_view)
+register_inline_reader(DeviceArray, _DeviceArrayReader())

@@ -19,6 +19,7 @@ driver's own name and text for the error.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +28,11 @@ from buildtile.errors import CudaError, TypeMismatchError
 
 #: the result of :meth:`CudaDriver.pointer_memory`
 DEVICE_MEMORY, HOST_MEMORY, UNKNOWN_MEMORY = "device", "host", "unknown"
+
+#: cuMemHostAlloc flag: map the allocation into the device's address space
+CU_MEMHOSTALLOC_DEVICEMAP = 0x02
+#: CUresult of a symbol a module does not have
+CUDA_ERROR_NOT_FOUND = 500
 
 
 @dataclass(eq=False)
@@ -158,6 +164,10 @@ class CudaDriver:
             self._contexts[device] = ctx
             return ctx
 
+    def contexts(self) -> list[DeviceContext]:
+        """The primary contexts retained so far (the devices buildtile has worked on)."""
+        return list(self._contexts.values())
+
     def device_properties(self, device: int) -> tuple[str, tuple[int, int]]:
         """``(name, (major, minor))`` of ``device``, without creating its context."""
         cu = self.cu
@@ -227,6 +237,15 @@ class CudaDriver:
     def get_function(self, module, symbol: str):
         return self.check(self.cu.cuModuleGetFunction(module, symbol.encode()), f"cuModuleGetFunction({symbol})")
 
+    def module_global(self, module, name: str) -> tuple[int, int] | None:
+        """``(device address, size in bytes)`` of the global ``name`` of ``module``; None when
+        the module has no such global."""
+        result = self.cu.cuModuleGetGlobal(module, name.encode())
+        if result[0] == CUDA_ERROR_NOT_FOUND:
+            return None
+        address, size = self.check(result, f"cuModuleGetGlobal({name})")
+        return int(address), int(size)
+
     def set_dynamic_shared(self, function, nbytes: int) -> None:
         """Allow ``nbytes`` of dynamic shared memory (needed above 48 KiB)."""
         cu = self.cu
@@ -245,14 +264,13 @@ class CudaDriver:
         """
         cu = self._cu or self.cu
         err, current = cu.cuCtxGetCurrent()
-        if err != 0:
-            raise self._error(cu, err, "cuCtxGetCurrent")
-        current = int(current)
         pushed = False
-        if current != ctx.handle_int:
-            if current == 0:  # nothing current: adopt the primary context, as the runtime API does
+        if current != ctx.handle:  # CUcontext objects compare by address
+            if err != 0:
+                raise self._error(cu, err, "cuCtxGetCurrent")
+            if int(current) == 0:  # nothing current: adopt the primary context, as the runtime API does
                 err, = cu.cuCtxSetCurrent(ctx.handle)
-            else:             # someone else's context: borrow the thread for this launch only
+            else:                  # someone else's context: borrow the thread for this launch only
                 err, = cu.cuCtxPushCurrent(ctx.handle)
                 pushed = True
             if err != 0:
@@ -306,6 +324,17 @@ class CudaDriver:
     def mem_alloc(self, ctx: DeviceContext, nbytes: int) -> int:
         with self.entered(ctx):
             return int(self.check(self.cu.cuMemAlloc(max(nbytes, 1)), f"cuMemAlloc({nbytes} bytes)"))
+
+    def host_alloc_mapped(self, ctx: DeviceContext, nbytes: int) -> tuple[int, int]:
+        """Zeroed, pinned host memory that kernels in ``ctx`` can reach:
+        ``(host address, device address)``. Kept for the life of the process."""
+        cu = self.cu
+        with self.entered(ctx):
+            host = int(self.check(cu.cuMemHostAlloc(nbytes, CU_MEMHOSTALLOC_DEVICEMAP),
+                                  f"cuMemHostAlloc({nbytes} bytes)"))
+            ctypes.memset(host, 0, nbytes)
+            device = int(self.check(cu.cuMemHostGetDevicePointer(host, 0), "cuMemHostGetDevicePointer"))
+        return host, device
 
     def mem_free(self, ctx: DeviceContext, ptr: int) -> None:
         with self.entered(ctx):

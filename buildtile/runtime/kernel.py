@@ -27,7 +27,7 @@ from buildtile.runtime.contract import (
     dim3,
 )
 from buildtile.runtime.driver import get_driver
-from buildtile.runtime.launch import PreparedLaunch
+from buildtile.runtime.launch import CheckedPreparedLaunch, PreparedLaunch
 from buildtile.runtime.package import KernelFunction, PackageRuntime, package_runtime
 from buildtile.runtime.signature import KernelSignature
 
@@ -48,6 +48,7 @@ class Kernel:
         self._record: dict | None = None
         self._functions: dict[int, KernelFunction] = {}
         self._configs: dict[object, PreparedLaunch] = {}
+        self._launch_class: type[PreparedLaunch] = PreparedLaunch
         # (device, function) of the last launch, so the hot path compares one int instead of
         # a lookup; one tuple, so threads never see a device paired with another's function
         self._hot: tuple[int, KernelFunction | None] = (-1, None)
@@ -92,6 +93,8 @@ class Kernel:
                 )
             signature = KernelSignature(record, f"kernel `{name}` in {package.manifest_file}")
             self._package, self._record = package, record
+            # decided once: only debug builds look for out-of-range reads before each launch
+            self._launch_class = CheckedPreparedLaunch if package.debug else PreparedLaunch
             self._signature = signature
             return signature
 
@@ -133,7 +136,7 @@ class Kernel:
         signature = self.signature
         self._check_kind()
         grid3, block3 = check_launch_config(signature.contract, signature.name, grid, block)
-        prepared = PreparedLaunch(self, grid3, block3, signature.contract.dynamic_shared)
+        prepared = self._launch_class(self, grid3, block3, signature.contract.dynamic_shared)
         if device is not None:
             self._function_for(device)
         return prepared
@@ -151,7 +154,7 @@ class Kernel:
         if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
             raise ContractError(f"shared_mem must be a non-negative int, got {shared_mem!r}")
         shared = max(shared_mem, signature.contract.dynamic_shared)
-        PreparedLaunch(self, grid3, block3, shared, unsafe=True)(*args, stream=stream)
+        self._launch_class(self, grid3, block3, shared, unsafe=True)(*args, stream=stream)
 
     def __call__(self, *args, **kwargs):
         name = self.__name__

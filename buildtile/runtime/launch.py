@@ -3,11 +3,18 @@
 :class:`PreparedLaunch` owns the packed argument buffer of its kernel
 (one ``struct.pack_into`` per call) and the ``void*`` array pointing into
 it, built once. A call is: resolve the stream, bind and check the
-arguments (no driver involved; ``env`` keeps DLPack capsules alive until the
-launch is queued), find the device, fetch the kernel's function for that
-device (cached; the last device is a field compare), pack, and
-``cuLaunchKernel``. Everything that can be refused is refused before the
-launch is queued.
+arguments with the binder generated for their types (no driver involved;
+``env`` keeps DLPack capsules alive until the launch is queued), find the
+device, fetch the kernel's function for that device (cached; the last
+device is a field compare), pack, and ``cuLaunchKernel``. Everything that
+can be refused is refused before the launch is queued.
+
+The binder is kept per prepared launch: a call whose argument types differ
+from the last call's gets None from it and switches to the binder for the
+new types (see :meth:`~buildtile.runtime.signature.KernelSignature.binder_for`).
+Kernels of a ``checks = "debug"`` build launch through
+:class:`CheckedPreparedLaunch`, which first reports an out-of-range read
+that an earlier launch recorded (see :mod:`buildtile.runtime.bounds`).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import threading
 
+from buildtile.runtime import bounds
 from buildtile.runtime import driver as _driver_module
 from buildtile.runtime.driver import get_driver
 from buildtile.runtime.streams import stream_handle
@@ -25,7 +33,8 @@ class PreparedLaunch:
 
     __slots__ = (
         "kernel", "grid", "block", "shared_mem", "unsafe",
-        "_bind", "_settle", "_pack", "_buffer", "_pointers", "_params_address", "_config", "_lock",
+        "_signature", "_bind", "_pack", "_packed", "_buffer", "_pointers", "_params_address", "_config",
+        "_lock",
     )
 
     def __init__(self, kernel, grid: tuple[int, int, int], block: tuple[int, int, int],
@@ -36,10 +45,11 @@ class PreparedLaunch:
         self.shared_mem = shared_mem
         self.unsafe = unsafe
         signature = kernel.signature
-        self._bind = signature.bind_values
-        self._settle = signature.settle_device
+        self._signature = signature
+        self._bind = signature.hot_binder
         layout = signature.layout
         self._pack = layout.struct.pack_into
+        self._packed: tuple | None = None  # the values in the buffer now
         self._config = (*grid, *block, shared_mem)
         self._buffer = ctypes.create_string_buffer(layout.size)
         base = ctypes.addressof(self._buffer)
@@ -52,25 +62,49 @@ class PreparedLaunch:
     def __call__(self, *args, stream=None) -> None:
         """Check ``args`` and queue the kernel on ``stream`` (see :mod:`buildtile.runtime.streams`)."""
         handle = stream if type(stream) is int and stream >= 0 else stream_handle(stream, args)
-        values, device, env, waits = self._bind(args, handle)
+        bound = self._bind(args, handle)
+        if bound is None:  # other argument types than the last call's
+            self._bind = self._signature.binder_for(args)
+            bound = self._bind(args, handle)
+        values, device, env, waits = bound
         driver = _driver_module._driver or get_driver()
         if device is None:
-            device = self._settle(env, driver.pointer_memory)
+            device = self._signature.settle_device(env, driver.pointer_memory)
             if device is None:  # no array arguments: the calling thread's device
                 device = driver.current_device()
         kernel = self.kernel
         hot_device, function = kernel._hot
         if device != hot_device:
             function = kernel._function_for(device)
-        if self._config[6] > function.shared_limit:
-            kernel.allow_shared_memory(function, self._config[6])
-        for producer in waits:
-            driver.stream_wait(function.context, handle, producer)
+        if self.shared_mem > function.shared_limit:
+            kernel.allow_shared_memory(function, self.shared_mem)
+        if waits:
+            for producer in waits:
+                driver.stream_wait(function.context, handle, producer)
         with self._lock:
-            self._pack(self._buffer, 0, *values)
+            if values is not self._packed:  # a binder hands back the same tuple for the same values
+                self._pack(self._buffer, 0, *values)
+                self._packed = values
             driver.launch(function.context, function.handle, self._config, handle, self._params_address)
 
     def __repr__(self) -> str:
         kind = "unsafe launch" if self.unsafe else "launch"
         return (f"<prepared {kind} of {self.kernel.__name__}: grid={self.grid} block={self.block}"
                 f"{f' shared_mem={self.shared_mem}' if self.shared_mem else ''}>")
+
+
+class CheckedPreparedLaunch(PreparedLaunch):
+    """The prepared launch of a kernel from a ``checks = "debug"`` build.
+
+    Before anything is queued it raises :class:`~buildtile.errors.BoundsError`
+    for an out-of-range read that an earlier launch recorded and nobody has
+    reported yet (the records are host memory: reading them does not wait
+    for the GPU). Release builds never get this class, so their launches
+    pay nothing for it.
+    """
+
+    __slots__ = ()
+
+    def __call__(self, *args, stream=None) -> None:
+        bounds.raise_pending()
+        PreparedLaunch.__call__(self, *args, stream=stream)

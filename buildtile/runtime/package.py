@@ -3,7 +3,10 @@
 A kernel finds its package from ``pyfunc.__module__``: the top-level package
 of that module holds ``_buildtile/manifest.json``. The manifest is read once
 per package. Images are loaded lazily, once per (artifact, context), the
-first time a kernel of the package launches on a device.
+first time a kernel of the package launches on a device. A package built
+with ``checks = "debug"`` gives each module it loads a record for
+out-of-range reads (:mod:`buildtile.runtime.bounds`); a release package
+never does.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 from buildtile.errors import BuildtileError
 from buildtile.interop import manifest as manifest_format
+from buildtile.runtime import bounds
 from buildtile.runtime.images import ImageChoice, read_image, select_image
 
 #: dynamic shared memory a function may use without opting in (CUDA's default limit)
@@ -41,6 +45,8 @@ class PackageRuntime:
         self.manifest_file = manifest_file
         self.manifest = manifest_format.load(manifest_file)
         self.artifact_dir = manifest_file.parent
+        #: built with ``checks = "debug"``: reads are bounds-checked and reported
+        self.debug: bool = self.manifest.get("checks") == "debug"
         self._lock = threading.Lock()
         self._modules: dict[tuple[Path, int], object] = {}   # (image path, context) -> CUmodule
         self._images: dict[Path, bytes] = {}                 # verified image bytes
@@ -69,6 +75,8 @@ class PackageRuntime:
                 if data is None:
                     data = self._images[image.path] = read_image(image, record["name"])
                 module = driver.load_module(ctx, data, f"{image.describe()} of kernel `{record['name']}`")
+                if self.debug:
+                    bounds.watch_module(driver, ctx, module, record)
                 self._modules[key] = module
         handle = driver.get_function(module, record["symbol"])
         return KernelFunction(ctx, handle, image)

@@ -25,6 +25,7 @@ operators reach the generated text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -78,6 +79,16 @@ _COMPARE: dict[str, Callable[[int, int], bool]] = {
     "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
 }
 _GENERATED_NAMES = {"I64": _i64, "DIV": _div, "MOD": _mod, "U64": _from_u64}
+#: the helpers a relation's ``source`` calls; code that embeds sources must provide them
+SOURCE_NAMES = dict(_GENERATED_NAMES)
+
+_LEAF = re.compile(r"env\[(\d+)\](?:\.shape\[(\d+)\])?")
+
+
+def rename_leaves(source: str, name: Callable[[int, int | None], str]) -> str:
+    """``source`` with every ``env[k].shape[axis]`` written ``name(k, axis)`` and every
+    ``env[k]`` (a scalar) written ``name(k, None)``: for code that holds the values in locals."""
+    return _LEAF.sub(lambda m: name(int(m.group(1)), None if m.group(2) is None else int(m.group(2))), source)
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,27 @@ has no device id) is settled afterwards by :meth:`KernelSignature.
 settle_device`. Every refusal is a typed :class:`~buildtile.errors.
 LaunchError` naming the kernel and the parameter.
 
-Binding runs on every launch, so the signature generates one straight-line
-Python function for it (as ``dataclasses`` and ``attrs`` generate their
-methods): per parameter a few attribute reads and compares, the aliasing
-and ``requires`` tests inlined over local variables, no loops and no dict
-lookups beyond one per argument type. Everything that builds a message is
-an ordinary function called only on refusal. ``signature.bind_source``
-holds the generated text.
+Binding runs on every launch, so the signature generates straight-line
+Python functions for it (as ``dataclasses`` and ``attrs`` generate their
+methods), one per combination of argument types met, guarded by a test of
+those types (:meth:`KernelSignature.binder_for`; a binder returns None when
+handed other types, and the caller asks for the right one):
+
+- when every array argument's type has an
+  :class:`~buildtile.runtime.arrays.InlineReader` (PyTorch tensors, buildtile
+  DeviceArrays), the *fast binder* reads each argument's pointer, device
+  and extents straight into locals, and tests aliasing and ``requires``
+  over those locals. Those tests depend on nothing but the values passed
+  to the kernel, so a binder remembers the last values that passed and
+  skips them when a launch repeats the arguments. Anything it cannot vouch
+  for goes to the slow binder;
+- otherwise, and for every refusal, the *slow binder* builds an
+  :class:`~buildtile.runtime.arrays.ArrayView` per array argument and runs
+  every check with the view at hand.
+
+Everything that builds a message is an ordinary function called only on
+refusal. ``signature.bind_source`` holds the text of the slow binder,
+``signature.binder_sources`` that of each specialised one.
 """
 
 from __future__ import annotations
@@ -40,7 +54,11 @@ from buildtile.runtime.arrays import (
     DEVICE,
     HOST,
     ArrayView,
+    InlineReader,
+    byte_range,
     choose_extractor,
+    inline_reader,
+    overlaps_itself,
 )
 from buildtile.runtime.contract import LaunchContract
 from buildtile.runtime.dtypes import (
@@ -52,11 +70,19 @@ from buildtile.runtime.dtypes import (
     scalar_converter,
 )
 from buildtile.runtime.requires import (
+    SOURCE_NAMES,
     Requirement,
     RequirementEvalError,
     combined_check,
     compile_requirement,
+    rename_leaves,
 )
+
+#: ``binder(args, stream) -> (values, device, env, waits)``, or None for argument types it was not made for
+Binder = Callable[[tuple, int], "tuple | None"]
+
+#: specialised binders a signature keeps before starting over
+_MAX_BINDERS = 32
 
 SLICE_KINDS = ("slice", "disjoint_slice", "atomic_slice")
 TENSOR_KINDS = ("tensor", "disjoint_tensor")
@@ -159,6 +185,37 @@ class KernelSignature:
             (a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:] if a.writes or b.writes
         )
         self.bind_source, self.bind_values = _generate_binder(self)
+        #: positions of the array parameters, whose argument types pick a binder
+        self._array_positions = tuple(p.index for p in self.params if p.is_array)
+        self._binders: dict[tuple[type, ...], Binder] = {}
+        #: generated text of each specialised binder, by the array arguments' types
+        self.binder_sources: dict[tuple[type, ...], str] = {}
+        #: the binder :meth:`binder_for` returned last: where a new prepared launch starts
+        self.hot_binder: Binder = _no_binder_yet
+
+    def binder_for(self, args: tuple) -> Binder:
+        """The binder made for the types of ``args`` (generated on first sight of them).
+
+        Raises the usual refusal when the number of arguments is wrong.
+        """
+        if len(args) != len(self.params):
+            self._wrong_count(args)
+        types = tuple(type(args[k]) for k in self._array_positions)
+        binder = self._binders.get(types)
+        if binder is None:
+            readers = [inline_reader(cls) for cls in types]
+            made = None
+            if None not in readers:
+                made = _generate_fast_binder(self, types, readers)
+            if made is None:
+                made = _generate_binder(self, types)
+            if len(self._binders) >= _MAX_BINDERS:
+                self._binders.clear()
+                self.binder_sources.clear()
+            self.binder_sources[types], binder = made
+            self._binders[types] = binder
+        self.hot_binder = binder
+        return binder
 
     def describe_params(self) -> str:
         return ", ".join(f"{p.name}: {p.type_text}" for p in self.params)
@@ -243,8 +300,17 @@ class KernelSignature:
 
 # ----------------------------------------------------------------------------- generation
 
-def _generate_binder(sig: KernelSignature) -> tuple[str, Callable]:
-    """Write and compile the binder of ``sig``: ``(args, stream) -> (values, device, env, waits)``."""
+def _no_binder_yet(args: tuple, stream: int) -> None:
+    """The binder of a signature that has bound nothing yet: sends the caller to binder_for()."""
+
+
+def _generate_binder(sig: KernelSignature, types: tuple[type, ...] | None = None) -> tuple[str, Callable]:
+    """Write and compile the slow binder of ``sig``: ``(args, stream) -> (values, device, env, waits)``.
+
+    With ``types`` (the types of the array arguments, in order) the binder is
+    specialised to them: it returns None for other types, and each
+    argument's extractor is chosen now instead of looked up per launch.
+    """
     namespace: dict = {
         "EXTRACTORS": _EXTRACTORS,
         "choose_extractor": choose_extractor,
@@ -260,12 +326,19 @@ def _generate_binder(sig: KernelSignature) -> tuple[str, Callable]:
         "check_requires": combined_check(sig.requirements),
     }
     n = len(sig.params)
-    out = [f"def bind(args, stream):  # kernel `{sig.name}`"]
+    out = [f"def bind(args, stream):  # kernel `{sig.name}`" + (f" for {_type_names(types)}" if types else "")]
     emit = out.append
     emit(f"    if len(args) != {n}:")
-    emit("        wrong_count(args)")
+    emit("        return None" if types is not None else "        wrong_count(args)")
     if n:
         emit(f"    {', '.join(f'a{k}' for k in range(n))}, = args")
+    if types:
+        positions = [p.index for p in sig.params if p.is_array]
+        for k, cls in zip(positions, types):
+            namespace[f"C{k}"] = cls
+            namespace[f"X{k}"] = _EXTRACTORS[cls] if cls in _EXTRACTORS else choose_extractor(cls)
+        emit(f"    if {' or '.join(f'type(a{k}) is not C{k}' for k in positions)}:")
+        emit("        return None")
     emit("    waits = ()")
     values: list[str] = []
     arrays: list[int] = []
@@ -282,10 +355,13 @@ def _generate_binder(sig: KernelSignature) -> tuple[str, Callable]:
             continue
         arrays.append(k)
         itemsize = ITEMSIZE[p.dtype]
-        emit("    try:")
-        emit(f"        x = EXTRACTORS[type(a{k})]")
-        emit("    except KeyError:")
-        emit(f"        x = choose_extractor(type(a{k}))")
+        if types:
+            emit(f"    x = X{k}")
+        else:
+            emit("    try:")
+            emit(f"        x = EXTRACTORS[type(a{k})]")
+            emit("    except KeyError:")
+            emit(f"        x = choose_extractor(type(a{k}))")
         emit("    try:")
         emit(f"        v{k} = x(a{k}, stream) if x is not None else None")
         emit("    except Exception as exc:")
@@ -350,6 +426,137 @@ def _generate_binder(sig: KernelSignature) -> tuple[str, Callable]:
     emit(f"    return ({''.join(v + ', ' for v in values)}), device, env, waits")
     source = "\n".join(out) + "\n"
     exec(compile(source, f"<buildtile binder of {sig.name}>", "exec"), namespace)
+    return source, namespace["bind"]
+
+
+def _type_names(types: tuple[type, ...]) -> str:
+    return ", ".join(f"{cls.__module__}.{cls.__qualname__}" for cls in types)
+
+
+_FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
+
+
+def _generate_fast_binder(sig: KernelSignature, types: tuple[type, ...],
+                          readers: Sequence[InlineReader]) -> tuple[str, Callable] | None:
+    """Write and compile the fast binder of ``sig`` for array arguments of ``types``, read
+    by ``readers``; None when a reader has no code for its parameter.
+
+    Same result as the slow binder, with ``env == ()`` (no views are made), for
+    arguments it accepts; everything else is handed to the slow binder
+    (``SLOW``), which accepts it or raises the refusal with its explanation.
+    """
+    namespace: dict = {
+        "SLOW": sig.bind_values,
+        "ScalarRefused": ScalarRefused,
+        "RANGE": byte_range,
+        "OVERLAPS": overlaps_itself,
+        "LAST": [None],   # the last values whose checks passed
+        **SOURCE_NAMES,
+    }
+    n = len(sig.params)
+    body: list[str] = []
+
+    def emit(line: str, depth: int = 1) -> None:
+        body.append("    " * depth + line)
+
+    emit(f"if len(args) != {n}:")
+    emit("return None", 2)
+    if n:
+        emit(f"{', '.join(f'a{k}' for k in range(n))}, = args")
+    arrays = [p for p in sig.params if p.is_array]
+    if arrays:
+        for p, cls in zip(arrays, types):
+            namespace[f"C{p.index}"] = cls
+        emit(f"if {' or '.join(f'type(a{p.index}) is not C{p.index}' for p in arrays)}:")
+        emit("return None", 2)
+    values: list[str] = []
+    checked: list[str] = []   # the values the checks below depend on (float scalars do not count)
+    for p in sig.params:
+        k = p.index
+        emit(f"# {p.name}: {p.type_text}")
+        if not p.is_array:
+            namespace[f"convert{k}"] = scalar_converter(p.dtype)
+            emit("try:")
+            emit(f"v{k} = convert{k}(a{k})", 2)
+            emit("except ScalarRefused:")
+            emit("return SLOW(args, stream)", 2)
+            values.append(f"v{k}")
+            if p.dtype not in _FLOAT_DTYPES:
+                checked.append(f"v{k}")
+            continue
+        reader = readers[arrays.index(p)]
+        if p.kind in SLICE_KINDS:
+            lines = reader.slice_code(k, p.dtype, namespace)
+            entries = [f"p{k}", f"n{k}"]
+        else:
+            lines = reader.tensor_code(k, p.dtype, p.rank, namespace)
+            entries = [f"p{k}"] + [f"s{k}[{axis}]" for axis in range(p.rank)] \
+                + [f"t{k}[{axis}]" for axis in range(p.rank)]
+        if lines is None:
+            return None
+        for line in lines:
+            emit(line)
+        values += entries
+        checked += entries
+    if len(arrays) > 1:
+        first = arrays[0].index
+        emit(f"if {' or '.join(f'd{p.index} != d{first}' for p in arrays[1:])}:")
+        emit("return SLOW(args, stream)", 2)
+    emit(f"values = ({''.join(v + ', ' for v in values)})")
+
+    # the checks: each depends only on the values passed to the kernel
+    checks: list[str] = []
+    aliased = {p.index for pair in sig.alias_pairs for p in pair}
+    for p in arrays:
+        k, size = p.index, ITEMSIZE[p.dtype]
+        if p.kind in SLICE_KINDS:
+            checks += [f"if n{k}:", f"    if not p{k}:", "        return SLOW(args, stream)"]
+            if k in aliased:
+                checks += [f"    lo{k}, hi{k} = p{k}, p{k} + n{k} * {size}", "else:", f"    lo{k} = hi{k} = 0"]
+        else:
+            checks += [f"lo{k}, hi{k} = RANGE(p{k}, s{k}, t{k}, {size})",
+                       f"if lo{k} == hi{k}:", f"    lo{k} = hi{k} = 0",
+                       f"elif not p{k}:", "    return SLOW(args, stream)"]
+            if p.kind == "disjoint_tensor":
+                checks += [f"if OVERLAPS(s{k}, t{k}):", "    return SLOW(args, stream)"]
+    for a, b in sig.alias_pairs:
+        i, j = a.index, b.index
+        checks += [f"if lo{i} < hi{j} and lo{j} < hi{i}:  # {a.name} / {b.name}", "    return SLOW(args, stream)"]
+    if sig.requirements:
+        def local(k: int, axis: int | None) -> str:
+            if axis is None:
+                return f"v{k}"
+            return f"n{k}" if sig.params[k].kind in SLICE_KINDS else f"s{k}[{axis}]"
+
+        checks.append("try:")
+        for requirement in sig.requirements:
+            checks += [f"    if not {rename_leaves(requirement.source, local)}:  # {requirement.text}",
+                       "        return SLOW(args, stream)"]
+        checks += ["except ArithmeticError:", "    return SLOW(args, stream)"]
+    device = f"d{arrays[0].index}" if arrays else "None"
+    if sig.alias_pairs or sig.requirements:
+        # worth remembering: a launch that repeats its arguments skips the checks, and gets
+        # the very tuple it packed last time back (so the launch need not pack it again)
+        if checked == values:
+            emit("if values != LAST[0]:")
+        else:
+            emit(f"key = ({''.join(v + ', ' for v in checked)})")
+            emit("if key != LAST[0]:")
+        for line in checks:
+            emit(line, 2)
+        emit(f"LAST[0] = {'values' if checked == values else 'key'}", 2)
+        if checked == values:
+            emit(f"return values, {device}, (), ()", 2)
+            emit(f"return LAST[0], {device}, (), ()")
+            device = None
+    else:
+        for line in checks:
+            emit(line)
+    if device is not None:
+        emit(f"return values, {device}, (), ()")
+    source = (f"def bind(args, stream):  # kernel `{sig.name}`, fast, for {_type_names(types) or 'no arrays'}\n"
+              + "\n".join(body) + "\n")
+    exec(compile(source, f"<buildtile fast binder of {sig.name}>", "exec"), namespace)
     return source, namespace["bind"]
 
 

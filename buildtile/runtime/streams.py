@@ -10,6 +10,9 @@ their users expect: the current PyTorch stream of the first tensor's device
 when a PyTorch tensor is passed, else CuPy's current stream when a CuPy
 array is passed, else the legacy default stream (handle 0). Neither
 framework is imported unless one of its objects is in hand.
+
+:func:`synchronize` waits for a stream (or every device buildtile has
+used) and then reports what a debug build recorded meanwhile.
 """
 
 from __future__ import annotations
@@ -56,12 +59,19 @@ def default_stream(args) -> int:
     return DEFAULT_STREAM
 
 
+_torch_raw_stream = None  # PyTorch's current-stream accessor, found on first use
+
+
 def _torch_current_stream(device: int) -> int:
-    torch = sys.modules["torch"]
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:  # the cheap accessor compilers built on PyTorch use
-        return int(raw(device))
-    return int(torch.cuda.current_stream(device).cuda_stream)
+    global _torch_raw_stream
+    raw = _torch_raw_stream
+    if raw is None:
+        torch = sys.modules["torch"]
+        # the cheap accessor compilers built on PyTorch use, where this PyTorch has it
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+            lambda device: torch.cuda.current_stream(device).cuda_stream)
+        _torch_raw_stream = raw
+    return int(raw(device))
 
 
 def _cupy_current_stream(array) -> int:
@@ -106,3 +116,25 @@ def stream_handle(stream: object, args=()) -> int:
         help="pass an object with __cuda_stream__, a torch.cuda.Stream, a cupy.cuda.Stream, "
              "a cuda.bindings CUstream, or a raw integer handle",
     )
+
+
+def synchronize(stream: object = None) -> None:
+    """Wait for the GPU, then report an out-of-range read that a debug build recorded.
+
+    ``stream=None`` waits for all work on every device buildtile has used
+    (as ``torch.cuda.synchronize()`` does for one device); otherwise for the
+    work queued on ``stream`` (any form ``stream=`` accepts at a launch).
+    Raises :class:`~buildtile.errors.BoundsError` when a kernel of a
+    ``checks = "debug"`` build read out of range since the last report.
+    """
+    from buildtile.runtime import bounds
+    from buildtile.runtime.driver import get_driver
+
+    driver = get_driver()
+    if stream is None:
+        for ctx in driver.contexts():
+            driver.synchronize(ctx)
+    else:
+        handle = stream_handle(stream)
+        driver.stream_synchronize(driver.context(driver.current_device()), handle)
+    bounds.raise_pending()

@@ -3,7 +3,8 @@
 :class:`FakeDriver` implements the interface of
 :class:`~buildtile.runtime.driver.CudaDriver` over host memory: allocations
 are ``bytearray``\\ s at made-up device addresses, launches are recorded (with
-their packed arguments) instead of run. Install it with
+their packed arguments) instead of run; host-mapped memory is real host
+memory, at the same address on the "device". Install it with
 :func:`buildtile.runtime.driver.set_driver` or the :func:`fake_driver`
 context manager. :class:`FakeCudaArray` is an object exposing
 ``__cuda_array_interface__`` over such an allocation (views of it may
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import struct
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -67,6 +69,9 @@ class FakeDriver:
         self._contexts: dict[int, DeviceContext] = {}
         self._allocations: list[_Allocation] = []
         self._next = _FAKE_BASE
+        self._host_buffers: list = []                    # host-mapped allocations, kept alive
+        self._module_globals: dict = {}                  # (module, name) -> fake device address
+        self._modules_of: dict = {}                      # (symbol, device) -> module
 
     # -- devices -------------------------------------------------------------
     def _record(self, name: str, *args) -> None:
@@ -97,6 +102,9 @@ class FakeDriver:
     def current_device(self) -> int:
         self._record("current_device")
         return 0
+
+    def contexts(self) -> list:
+        return list(self._contexts.values())
 
     # -- memory --------------------------------------------------------------
     def allocate(self, nbytes: int, device: int = 0) -> int:
@@ -156,6 +164,14 @@ class FakeDriver:
         if nbytes:
             self.write(dst, bytes([value]) * nbytes)
 
+    def host_alloc_mapped(self, ctx, nbytes: int) -> tuple[int, int]:
+        """Zeroed host memory; with unified addressing its device address is the same."""
+        self._record("host_alloc_mapped", ctx.device, nbytes)
+        buffer = ctypes.create_string_buffer(nbytes)
+        self._host_buffers.append(buffer)
+        address = ctypes.addressof(buffer)
+        return address, address
+
     # -- modules and launches -----------------------------------------------
     def load_module(self, ctx, image: bytes, what: str):
         self._record("load_module", ctx.device, what)
@@ -164,7 +180,16 @@ class FakeDriver:
 
     def get_function(self, module, symbol: str):
         self._record("get_function", symbol)
+        self._modules_of[(symbol, module[1])] = module
         return ("function", symbol, module)
+
+    def module_global(self, module, name: str):
+        """Every fake module has every global asked for: 8 zeroed bytes of fake device memory."""
+        self._record("module_global", name)
+        key = (module, name)
+        if key not in self._module_globals:
+            self._module_globals[key] = self.allocate(8, module[1])
+        return self._module_globals[key], 8
 
     def set_dynamic_shared(self, function, nbytes: int) -> None:
         self._record("set_dynamic_shared", function[1], nbytes)
@@ -191,6 +216,25 @@ class FakeDriver:
         self._record("synchronize")
 
     # -- helpers for tests ----------------------------------------------------
+    def report_out_of_range(self, symbol: str, site: int, index: int, extent: int, axis: int = 0,
+                            device: int = 0, name: str = "__buildtile_bounds") -> bool:
+        """Do what a debug build's kernel ``symbol`` does on an out-of-range read: if its module's
+        bounds global holds a record address, claim the record (first report wins) and fill it.
+        Returns whether a record was written."""
+        module = self._modules_of.get((symbol, device))
+        if module is None or (module, name) not in self._module_globals:
+            return False
+        record = int.from_bytes(self.read(self._module_globals[(module, name)], 8), "little")
+        if not record:  # reporting is off
+            return False
+        flag = ctypes.c_uint32.from_address(record)
+        if flag.value:
+            return False
+        fields = struct.pack("<Iqq", site, index, extent) + struct.pack("<I", axis)
+        ctypes.memmove(record + 4, fields, len(fields))
+        flag.value = 1
+        return True
+
     def expect_kernel(self, record: dict) -> None:
         """Record the packed arguments of launches of the manifest kernel ``record``."""
         from buildtile.interop.abi import kernel_params

@@ -285,6 +285,69 @@ def test_block_other_than_the_contract_is_refused(ops):
         ops.vecadd.prepare(grid=4, block=128)
 
 
+# ----------------------------------------------------------------------------- the fast binder
+
+def test_torch_tensors_bind_without_building_views(ops):
+    torch = _torch_backend().torch
+    n = 1000
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    c = torch.full((n,), float("nan"), device="cuda")
+    launch = ops.vecadd.prepare(grid=ops.vecadd.grid_for(n))
+    launch(a, b, c)
+    assert "fast binder" in launch._bind.__code__.co_filename
+    torch.cuda.synchronize()
+    assert torch.equal(c, a + b)
+
+
+def test_torch_fast_path_refuses_what_the_general_path_refuses(ops):
+    torch = _torch_backend().torch
+    n = 1000
+    a = torch.randn(n, device="cuda")
+    c = torch.full((n,), -7.0, device="cuda")
+    ops.vecadd[4](a, a, torch.empty_like(a))  # the fast binder is in place
+    with pytest.raises(TypeMismatchError, match="not contiguous: stride 2 elements"):
+        ops.vecadd[4](a, torch.randn(2 * n, device="cuda")[::2], c)
+    with pytest.raises(TypeMismatchError, match=r"on cpu \(the kernel reads GPU memory\)"):
+        ops.vecadd[4](a, torch.randn(n), c)
+    with pytest.raises(TypeMismatchError, match=r"expects Slice\[f32\], got float32 tensor of shape \(10, 100\)"):
+        ops.vecadd[4](a, a.view(10, 100), c)
+    with pytest.raises(AliasingError, match="BT0502"):
+        ops.vecadd[4](c[1:], a[1:], c[:-1])  # views of one buffer: the output overlaps an input
+    torch.cuda.synchronize()
+    assert bool((c == -7.0).all())
+
+
+def test_one_prepared_launch_takes_arguments_of_every_library(ops):
+    n = 4097
+    a, b = _rng(9).standard_normal((2, n)).astype(np.float32)
+    launch = ops.vecadd.prepare(grid=ops.vecadd.grid_for(n))
+    backends = [DeviceArrayBackend()]
+    for make in (_torch_backend, _cupy_backend):
+        try:
+            backends.append(make())
+        except pytest.skip.Exception:
+            pass
+    for backend in backends + backends[::-1]:
+        c = backend.poisoned(n, np.float32)
+        launch(backend.asarray(a), backend.asarray(b), c)
+        np.testing.assert_array_equal(backend.to_numpy(c), a + b, err_msg=backend.name)
+
+
+def test_synchronize_waits_for_the_stream_given(ops):
+    from buildtile.runtime import synchronize
+
+    torch = _torch_backend().torch
+    n = 1 << 22
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    c = torch.full((n,), float("nan"), device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    ops.vecadd[ops.vecadd.grid_for(n)](a, b, c, stream=stream)
+    synchronize(stream)
+    assert stream.query()
+    assert torch.equal(c, a + b)
+
+
 # ----------------------------------------------------------------------------- the demo
 
 def test_demo_runs_every_kernel():

@@ -1,0 +1,255 @@
+"""Binders specialised per argument types: the fast path must accept and refuse exactly what
+the general path does, and skip nothing when the arguments change (on a fake GPU)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from buildtile.errors import AliasingError, ContractError, TypeMismatchError
+from buildtile.runtime import DeviceArray, arrays
+from buildtile.runtime.arrays import TorchTensorReader
+
+
+def refused(fake_gpu, exc_type, fn, *args, **kwargs) -> str:
+    before = len(fake_gpu.queued)
+    with pytest.raises(exc_type) as info:
+        fn(*args, **kwargs)
+    assert len(fake_gpu.queued) == before
+    return str(info.value)
+
+
+def packed(kernel, fake_gpu) -> tuple:
+    return kernel.signature.layout.struct.unpack(fake_gpu.launches[-1].params)
+
+
+def sources(kernel) -> list[str]:
+    return list(kernel.signature.binder_sources.values())
+
+
+# ----------------------------------------------------------------------------- a PyTorch look-alike
+
+class FakeDtype:
+    def __init__(self, name: str, itemsize: int) -> None:
+        self.name, self.itemsize = name, itemsize
+
+    def __str__(self) -> str:
+        return f"torch.{self.name}"
+
+
+DTYPES = {"f32": FakeDtype("float32", 4), "f64": FakeDtype("float64", 8), "i32": FakeDtype("int32", 4)}
+
+
+class FakeTensor:
+    """The attributes buildtile reads from a PyTorch tensor, over fake device memory."""
+
+    def __init__(self, ptr, shape, dtype="f32", strides=None, device=0):
+        self.ptr, self.shape, self.dtype = ptr, tuple(shape), DTYPES[dtype]
+        if strides is None:
+            strides, step = [], 1
+            for extent in reversed(self.shape):
+                strides.insert(0, step)
+                step *= max(extent, 1)
+        self.strides, self.index = tuple(strides), device
+
+    is_cuda = property(lambda self: self.index >= 0)
+    device = property(lambda self: f"cuda:{self.index}" if self.index >= 0 else "cpu")
+
+    def data_ptr(self):
+        return self.ptr
+
+    def dim(self):
+        return len(self.shape)
+
+    def numel(self):
+        n = 1
+        for extent in self.shape:
+            n *= extent
+        return n
+
+    def stride(self):
+        return self.strides
+
+    def get_device(self):
+        return self.index
+
+    def is_contiguous(self):
+        expected = 1
+        for extent, stride in zip(reversed(self.shape), reversed(self.strides)):
+            if extent != 1 and stride != expected:
+                return False
+            expected *= extent
+        return True
+
+
+@pytest.fixture
+def tensors(fake_gpu, monkeypatch):
+    """``make(shape, dtype="f32", **kw)``: FakeTensors read as PyTorch tensors are, fast path included."""
+    monkeypatch.setitem(arrays._EXTRACTORS, FakeTensor, arrays._torch_view)
+    monkeypatch.setitem(arrays._INLINE_READERS, FakeTensor, TorchTensorReader(DTYPES.get))
+
+    def make(shape, dtype="f32", **kwargs):
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        count = 1
+        for extent in shape:
+            count *= extent
+        return FakeTensor(fake_gpu.allocate(count * DTYPES[dtype].itemsize), shape, dtype, **kwargs)
+
+    return make
+
+
+# ----------------------------------------------------------------------------- the fast path
+
+def test_tensors_launch_through_the_fast_binder(ops, fake_gpu, tensors):
+    a, b, c = tensors(1000), tensors(1000), tensors(1000)
+    ops.vecadd[4](a, b, c)
+    assert packed(ops.vecadd, fake_gpu) == (a.ptr, 1000, b.ptr, 1000, c.ptr, 1000)
+    assert any("fast, for" in text and "FakeTensor" in text for text in sources(ops.vecadd))
+
+
+def test_device_arrays_launch_through_the_fast_binder(ops, fake_gpu):
+    a, b, c = (DeviceArray.zeros((3, 5)) for _ in range(3))
+    ops.matadd[1, 1](a, b, c)
+    assert packed(ops.matadd, fake_gpu) == (a.ptr, 3, 5, 5, 1, b.ptr, 3, 5, 5, 1, c.ptr, 3, 5, 5, 1)
+    assert any("fast, for" in text for text in sources(ops.matadd))
+
+
+def test_strided_tensors_pass_their_strides(ops, fake_gpu, tensors):
+    a = tensors((5, 3))
+    transposed = FakeTensor(a.ptr, (3, 5), strides=(1, 3))
+    b, c = tensors((3, 5)), tensors((3, 5))
+    ops.matadd[1, 1](transposed, b, c)
+    assert packed(ops.matadd, fake_gpu)[:5] == (a.ptr, 3, 5, 1, 3)
+
+
+def test_scalars_and_arrays_in_one_fast_call(ops, fake_gpu, tensors):
+    x, y, out = tensors(8), tensors(8), tensors(8)
+    ops.saxpy[1](2.5, x, y, out)
+    assert packed(ops.saxpy, fake_gpu) == (2.5, x.ptr, 8, y.ptr, 8, out.ptr, 8)
+
+
+def test_float_scalars_are_packed_on_every_launch(ops, fake_gpu, tensors):
+    x, y, out = tensors(8), tensors(8), tensors(8)
+    launch = ops.saxpy.prepare(grid=1)
+    bits = []
+    for alpha in (0.0, -0.0, 0.0):  # equal as numbers, not as bits
+        launch(alpha, x, y, out)
+        bits.append(fake_gpu.launches[-1].params[:4])
+    assert bits == [struct.pack("<f", 0.0), struct.pack("<f", -0.0), struct.pack("<f", 0.0)]
+
+
+# ----------------------------------------------------------------------------- refusals
+
+@pytest.mark.parametrize("case, error, words", [
+    ("dtype", TypeMismatchError, "parameter `b` of kernel `vecadd` expects Slice[f32], got float64 tensor"),
+    ("rank", TypeMismatchError, "parameter `b` of kernel `vecadd` expects Slice[f32], got float32 tensor of shape (2, 5)"),
+    ("strided", TypeMismatchError, "not contiguous: stride 2 elements"),
+    ("host", TypeMismatchError, "float32 tensor of shape (10,) on cpu (the kernel reads GPU memory)"),
+    ("alias", AliasingError, "cannot borrow `c` as mutable because it is also borrowed as immutable (as `a`)"),
+    ("overlap", AliasingError, "`c` (bytes"),
+    ("requires", ContractError, "requires `len(b) == len(c)` but len(b) = 9, len(c) = 10"),
+    ("null", TypeMismatchError, "its data pointer is null"),
+    ("devices", TypeMismatchError, "`a` is on cuda:0, `b` is on cuda:1"),
+])
+def test_fast_path_refusals_are_the_general_ones(ops, fake_gpu, tensors, case, error, words):
+    fake_gpu.capabilities.append((9, 0))
+    a, b, c = tensors(10), tensors(10), tensors(10)
+    ops.vecadd[1](a, b, c)
+    assert "fast binder" in ops.vecadd[1]._bind.__code__.co_filename  # in place for these types
+    if case == "dtype":
+        b = tensors(10, "f64")
+    elif case == "rank":
+        b = tensors((2, 5))
+    elif case == "strided":
+        b = FakeTensor(tensors(20).ptr, (10,), strides=(2,))
+    elif case == "host":
+        a = FakeTensor(0x1000, (10,), device=-1)
+    elif case == "alias":
+        c = a
+    elif case == "overlap":
+        c = FakeTensor(a.ptr + 16, (10,))
+    elif case == "requires":
+        b = tensors(9)
+    elif case == "null":
+        c = FakeTensor(0, (10,))
+    elif case == "devices":
+        b = FakeTensor(b.ptr, (10,), device=1)
+    text = refused(fake_gpu, error, ops.vecadd[1], a, b, c)
+    assert words in text
+
+
+def test_self_overlapping_output_is_refused(ops, fake_gpu, tensors):
+    broadcast = FakeTensor(tensors(4).ptr, (3, 4), strides=(0, 1))
+    text = refused(fake_gpu, TypeMismatchError, ops.matadd[1, 1], tensors((3, 4)), tensors((3, 4)), broadcast)
+    assert "make different indices write the same element" in text
+
+
+def test_freed_device_array_is_refused(ops, fake_gpu):
+    a, b, c = (DeviceArray.zeros(10) for _ in range(3))
+    ops.vecadd[1](a, b, c)
+    c.free()
+    assert "its data pointer is null" in refused(fake_gpu, TypeMismatchError, ops.vecadd[1], a, b, c)
+
+
+def test_wrong_argument_count_on_the_fast_path(ops, fake_gpu, tensors):
+    a, b, c = tensors(10), tensors(10), tensors(10)
+    ops.vecadd[1](a, b, c)
+    text = refused(fake_gpu, TypeMismatchError, ops.vecadd[1], a, b)
+    assert "takes 3 arguments" in text
+    ops.vecadd[1](a, b, c)  # and the prepared launch still works
+
+
+# ----------------------------------------------------------------------------- repeated and changed arguments
+
+def test_repeated_arguments_are_packed_once_and_still_launched(ops, fake_gpu, tensors):
+    a, b, c = tensors(10), tensors(10), tensors(10)
+    launch = ops.vecadd.prepare(grid=1)
+    for _ in range(3):
+        launch(a, b, c)
+    assert len(fake_gpu.launches) == 3
+    assert {record.params for record in fake_gpu.launches} == {fake_gpu.launches[0].params}
+
+
+def test_changed_arguments_are_checked_again(ops, fake_gpu, tensors):
+    a, b, c = tensors(10), tensors(10), tensors(10)
+    launch = ops.vecadd.prepare(grid=1)
+    launch(a, b, c)
+    launch(b, a, c)  # other values, same checks passing
+    assert packed(ops.vecadd, fake_gpu) == (b.ptr, 10, a.ptr, 10, c.ptr, 10)
+    refused(fake_gpu, AliasingError, launch, a, c, c)
+    launch(a, b, c)  # back to values that passed: packed again, not left as they were
+    assert packed(ops.vecadd, fake_gpu) == (a.ptr, 10, b.ptr, 10, c.ptr, 10)
+
+
+def test_another_prepared_launch_does_not_disturb_the_packed_values(ops, fake_gpu, tensors):
+    first = ops.vecadd.prepare(grid=1)
+    second = ops.vecadd.prepare(grid=2)
+    x, y = [tensors(10) for _ in range(3)], [tensors(10) for _ in range(3)]
+    first(*x)
+    second(*y)
+    first(*x)
+    assert packed(ops.vecadd, fake_gpu) == (x[0].ptr, 10, x[1].ptr, 10, x[2].ptr, 10)
+
+
+def test_switching_argument_types_switches_binders(ops, fake_gpu, tensors):
+    launch = ops.vecadd.prepare(grid=1)
+    fast = [tensors(10) for _ in range(3)]
+    general = [fake_gpu.array(10) for _ in range(3)]
+    device_arrays = [DeviceArray.zeros(10) for _ in range(3)]
+    for args in (fast, general, device_arrays, fast, general):
+        launch(*args)
+        assert packed(ops.vecadd, fake_gpu)[::2] == tuple(arrays.array_view(x, 0).ptr for x in args)
+    assert len(ops.vecadd.signature.binder_sources) == 3
+    mixed = (fast[0], general[1], device_arrays[2])
+    launch(*mixed)
+    assert len(fake_gpu.launches) == 6
+
+
+def test_general_binder_specialised_to_its_types_keeps_every_check(ops, fake_gpu):
+    a, b, c = fake_gpu.array(10), fake_gpu.array(10), fake_gpu.array(10)
+    ops.vecadd[1](a, b, c)
+    (text,) = sources(ops.vecadd)
+    assert "fast" not in text and "FakeCudaArray" in text
+    refused(fake_gpu, AliasingError, ops.vecadd[1], a, b, b)
+    refused(fake_gpu, ContractError, ops.vecadd[1], a, b, fake_gpu.array(9))
