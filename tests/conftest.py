@@ -170,6 +170,7 @@ def make_kernel_package(tmp_path, monkeypatch):
                     "index_dims": spec.get("index_dims", 1),
                     "min_blocks": None,
                     "dynamic_shared": spec.get("dynamic_shared", 0),
+                    "coarsen": spec.get("coarsen", 1),
                     "min_compute_capability": spec.get("min_compute_capability"),
                     "requires": [requires_tree(text) for text in spec.get("requires", [])],
                 },

@@ -20,8 +20,10 @@ that an earlier launch recorded (see :mod:`buildtile.runtime.bounds`).
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
 
+from buildtile.interop.abi import launch_extras
 from buildtile.runtime import bounds
 from buildtile.runtime import driver as _driver_module
 from buildtile.runtime.driver import get_driver
@@ -50,11 +52,19 @@ class PreparedLaunch:
         layout = signature.layout
         self._pack = layout.struct.pack_into
         self._packed: tuple | None = None  # the values in the buffer now
-        self._config = (*grid, *block, shared_mem)
-        self._buffer = ctypes.create_string_buffer(layout.size)
+        # a coarsened kernel runs several logical blocks per launched block and takes the
+        # logical grid.x as a trailing parameter (ABI v1, interop.abi.launch_extras)
+        launched_x, extras = launch_extras(kernel.record.get("contract") or {}, grid[0])
+        self._config = (launched_x, grid[1], grid[2], *block, shared_mem)
+        extras_at = (layout.size + 7) & ~7
+        self._buffer = ctypes.create_string_buffer(extras_at + 8 * len(extras))
         base = ctypes.addressof(self._buffer)
-        count = len(layout.offsets)
-        self._pointers = (ctypes.c_void_p * max(count, 1))(*(base + off for off in layout.offsets))
+        addresses = [base + off for off in layout.offsets]
+        for k, value in enumerate(extras):
+            struct.pack_into("<q", self._buffer, extras_at + 8 * k, value)
+            addresses.append(base + extras_at + 8 * k)
+        count = len(addresses)
+        self._pointers = (ctypes.c_void_p * max(count, 1))(*addresses)
         self._params_address = ctypes.addressof(self._pointers) if count else 0
         # the driver reads the buffer during cuLaunchKernel, which may run without the GIL
         self._lock = threading.Lock()
