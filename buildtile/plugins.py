@@ -16,7 +16,7 @@ ENTRY_POINT_GROUP = "buildtile.backends"
 #: buildtile's own plugins. They are declared in the same entry-point group as
 #: third-party ones; this list only serves a source checkout that was never
 #: installed (no entry-point metadata), such as running from a clone.
-DEFAULT_PLUGINS = ("buildtile.backends.simt.plugin", "buildtile.interop.plugin")
+DEFAULT_PLUGINS = ("buildtile.backends.simt.plugin", "buildtile.backends.tile.plugin", "buildtile.interop.plugin")
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,165 @@
+"""The Tile backend's stages, assembled behind the ``Backend`` interface.
+
+    source --specializations--> typed IR (one per tile shape) --ownership--> checked IR
+           --plan--> planned IR (threads, layouts, pipelines) --lower--> LLVM IR --> PTX
+
+Each stage is a plain function over plain data (``frontend.build_typed_ir``,
+``ownership.check``, ``plan.make_plan``, ``lower.lower_to_llvm``), so tests
+and tools can stop anywhere. ``analyze`` runs every check for every
+specialization; lowering to LLVM IR happens on first need and is cached.
+
+Besides ``analyze``/``to_ptx`` the backend offers what the build driver
+needs to write a tile kernel's manifest record (see
+``buildtile.interop.manifest``): :meth:`TileBackend.specializations` and
+:meth:`TileBackend.tile_record`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from buildtile import __version__
+from buildtile.backend import AnalyzedKernel, Backend, CompileOptions, KernelSource
+from buildtile.backends.tile import frontend, ir, ownership
+from buildtile.backends.tile.lower import LoweredKernel, lower_to_llvm
+from buildtile.backends.tile.plan import Plan, make_plan
+from buildtile.backends.tile.specialize import Specialization, parse_decorator
+from buildtile.backends.tile.types import Scalar
+from buildtile.diagnostics import Diagnostic, Span
+from buildtile.errors import CompileError
+from buildtile.toolchain.ptx import llvm_to_ptx, target_arch
+
+#: tensor cores with ldmatrix, mma.sync on bf16 and cp.async: Ampere and newer
+MMA_MIN_ARCH = 80
+
+
+@dataclass
+class TileSpecialization:
+    """One specialization of an analyzed kernel: its checked IR and plan, lowered on first use."""
+
+    spec: Specialization
+    kernel_ir: ir.KernelIR
+    plan: Plan
+    _lowered: LoweredKernel | None = None
+
+    @property
+    def symbol(self) -> str:
+        return self.spec.symbol
+
+    @property
+    def tile_shapes(self) -> dict[str, list[int]]:
+        return {name: list(shape) for name, shape in self.spec.tile_shapes}
+
+    @property
+    def lowered(self) -> LoweredKernel:
+        if self._lowered is None:
+            self._lowered = lower_to_llvm(self.kernel_ir, self.plan, self.spec.symbol)
+        return self._lowered
+
+    @property
+    def block(self) -> list[int]:
+        return [self.plan.threads, 1, 1]
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.lowered.shared_bytes
+
+    def record(self) -> dict:
+        """The manifest record, less its ``artifacts``."""
+        return {"tile_shapes": self.tile_shapes, "symbol": self.symbol, "block": self.block,
+                "shared_bytes": self.shared_bytes}
+
+
+def params_record(kernel_ir: ir.KernelIR) -> list[dict]:
+    out = []
+    for p in kernel_ir.params:
+        if isinstance(p.ty, Scalar):
+            out.append({"name": p.name, "kind": "scalar", "dtype": p.ty.name, "rank": 0, "role": "in"})
+        else:
+            out.append({"name": p.name, "kind": "tile_out" if p.ty.is_out else "tensor", "dtype": p.ty.elem.name,
+                        "rank": p.ty.rank, "role": "out" if p.ty.is_out else "in"})
+    return out
+
+
+class TileBackend:
+    """source -> typed IR per specialization -> checked IR -> plan -> LLVM IR -> PTX."""
+
+    def typed_ir(self, source: KernelSource, tile_shapes: dict[str, tuple[int, ...]]):
+        return frontend.build_typed_ir(source, tile_shapes)
+
+    def analyze(self, source: KernelSource, options: CompileOptions) -> AnalyzedKernel:
+        specs, contract, diags = parse_decorator(source)
+        per_spec: list[list[Diagnostic]] = []
+        compiled: list[TileSpecialization] = []
+        for spec in specs:
+            kernel_ir, found = self.typed_ir(source, spec.shapes)
+            if kernel_ir is not None:
+                found = found + ownership.check(kernel_ir, source)
+            per_spec.append(found)
+            if not found and not diags:
+                compiled.append(TileSpecialization(spec, kernel_ir, make_plan(kernel_ir)))
+        if not specs:   # no tile.Out parameter: type once to report why
+            _, found = self.typed_ir(source, {})
+            per_spec.append(found)
+        diags = list(diags) + _merge(per_spec, specs)
+        if diags:
+            raise CompileError(sorted(diags, key=lambda d: (d.span.line if d.span else 0, d.span.col if d.span else 0)))
+        first = compiled[0]
+        if any(isinstance(e, ir.Mma) for c in compiled for e in ir.walk_exprs(c.kernel_ir.body)):
+            contract["min_compute_capability"] = MMA_MIN_ARCH
+        return AnalyzedKernel(source=source, symbol=first.symbol, params=params_record(first.kernel_ir),
+                              contract=contract, ir=compiled,
+                              extra={"grid_param": next(iter(first.kernel_ir.tile_shapes))})
+
+    def specializations(self, kernel: AnalyzedKernel) -> list[TileSpecialization]:
+        """Every specialization to compile; each has ``symbol``, ``block``, ``shared_bytes``, ``record()``."""
+        return list(kernel.ir)
+
+    def llvm_ir(self, kernel: AnalyzedKernel, options: CompileOptions | None = None,
+                specialization: TileSpecialization | None = None) -> str:
+        """LLVM IR of one specialization (the first by default); the same for every target."""
+        return (specialization or kernel.ir[0]).lowered.llvm_ir
+
+    def to_ptx(self, kernel: AnalyzedKernel, target: str, options: CompileOptions,
+               specialization: TileSpecialization | None = None) -> str:
+        """PTX of one specialization (the first by default) for one ``sm_XX`` target."""
+        chosen = specialization or kernel.ir[0]
+        arch, _ = target_arch(target)
+        if arch < MMA_MIN_ARCH:
+            mma_site = next((e for e in ir.walk_exprs(chosen.kernel_ir.body) if isinstance(e, ir.Mma)), None)
+            if mma_site is not None:
+                src = kernel.source
+                raise CompileError([Diagnostic(
+                    "BT0600", f"`tile.mma` needs sm_{MMA_MIN_ARCH} or newer, but the project also targets {target}",
+                    Span.of(mma_site.src, src.display_file, src.lines),
+                    help=f"remove {target} from tool.buildtile.targets, or keep mma kernels in a project for "
+                         f"sm_{MMA_MIN_ARCH}+")])
+        return llvm_to_ptx(chosen.lowered.llvm_ir, target, options.opt_level)
+
+    def tile_record(self, kernel: AnalyzedKernel, artifacts: dict[str, dict]) -> dict:
+        """The manifest's ``tile`` object; ``artifacts`` maps each specialization's symbol to its artifacts."""
+        return {
+            "grid_param": kernel.extra["grid_param"],
+            "specializations": [{**s.record(), "artifacts": artifacts[s.symbol]} for s in kernel.ir],
+        }
+
+
+def _merge(per_spec: list[list[Diagnostic]], specs: list[Specialization]) -> list[Diagnostic]:
+    """One copy of each diagnostic; one that only some specializations have names them."""
+    out, seen = [], {}
+    for k, found in enumerate(per_spec):
+        for d in found:
+            key = (d.code, d.message, d.span)
+            seen.setdefault(key, (d, []))[1].append(k)
+    for d, where in seen.values():
+        if len(specs) > 1 and len(where) < len(specs):
+            names = "; ".join(specs[k].describe() for k in where)
+            d = Diagnostic(d.code, d.message, d.span, d.label, d.help,
+                           d.notes + (f"in the specialization{'s' if len(where) > 1 else ''} {names}",), d.severity)
+        out.append(d)
+    return out
+
+
+TILE_BACKEND = Backend(kind="tile", decorator_module="buildtile.tile", impl=TileBackend(), version=__version__)
+
+__all__ = ["TILE_BACKEND", "TileBackend", "TileSpecialization", "params_record"]

@@ -1,0 +1,302 @@
+"""The tile IR: structured statements over typed scalar and tile expressions.
+
+One IR is built per specialization, so every tile shape in it is a
+constant. Broadcasting is explicit (``Splat``, ``ExpandDims``,
+``Broadcast``): the operands of an elementwise node always have its shape.
+Every node keeps the ``ast`` node it came from (``src``) for diagnostics;
+tile-valued nodes get a ``layout`` from the layout plan (``plan.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(eq=False)
+class Expr:
+    ty: Any
+    src: ast.AST | None = field(default=None, repr=False, kw_only=True)
+    layout: Any = field(default=None, repr=False, kw_only=True)   # set by the layout plan
+
+
+# ---------------------------------------------------------------- scalars
+
+
+@dataclass(eq=False)
+class Const(Expr):
+    value: int | float | bool = 0
+
+
+@dataclass(eq=False)
+class Var(Expr):
+    name: str = ""
+
+
+@dataclass(eq=False)
+class ScalarParam(Expr):
+    name: str = ""
+
+
+@dataclass(eq=False)
+class Shape(Expr):
+    """``x.shape[axis]`` of an array parameter (i64, known at launch)."""
+
+    param: str = ""
+    axis: int = 0
+
+
+@dataclass(eq=False)
+class TileId(Expr):
+    """``z.tile_id(axis)``: this block's tile index along ``axis`` of ``z``'s partition."""
+
+    param: str = ""
+    axis: int = 0
+
+
+@dataclass(eq=False)
+class NumTiles(Expr):
+    """``z.num_tiles(axis)``: ceil(z.shape[axis] / tile_shape[axis])."""
+
+    param: str = ""
+    axis: int = 0
+
+
+@dataclass(eq=False)
+class Select(Expr):
+    """Scalar ``a if cond else b``."""
+
+    cond: Expr = None
+    then: Expr = None
+    orelse: Expr = None
+
+
+# ---------------------------------------------------------------- scalars and tiles alike
+
+
+@dataclass(eq=False)
+class BinOp(Expr):
+    op: str = "+"          # + - * / // % & | ^ cdiv
+    lhs: Expr = None
+    rhs: Expr = None
+
+
+@dataclass(eq=False)
+class Compare(Expr):
+    op: str = "<"
+    lhs: Expr = None
+    rhs: Expr = None
+
+
+@dataclass(eq=False)
+class UnaryOp(Expr):
+    op: str = "-"          # - not ~
+    operand: Expr = None
+
+
+@dataclass(eq=False)
+class BoolOp(Expr):
+    """``and`` / ``or`` of scalar conditions (no side effects, so not short-circuit)."""
+
+    op: str = "and"
+    values: list[Expr] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Cast(Expr):
+    """A scalar cast ``f32(x)`` or a tile's ``astype``."""
+
+    value: Expr = None
+
+
+@dataclass(eq=False)
+class Math(Expr):
+    """An elementwise math function: exp, log, sqrt, maximum ..."""
+
+    name: str = ""
+    args: list[Expr] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- tiles
+
+
+@dataclass(eq=False)
+class Where(Expr):
+    cond: Expr = None
+    then: Expr = None
+    orelse: Expr = None
+
+
+@dataclass(eq=False)
+class Splat(Expr):
+    """A scalar seen as a tile of ``ty.shape``."""
+
+    value: Expr = None
+
+
+@dataclass(eq=False)
+class Broadcast(Expr):
+    """A tile whose size-1 axes are repeated up to ``ty.shape`` (same rank)."""
+
+    value: Expr = None
+
+
+@dataclass(eq=False)
+class ExpandDims(Expr):
+    """``t[:, None]``: a new axis of extent 1 at ``axis``."""
+
+    value: Expr = None
+    axis: int = 0
+
+
+@dataclass(eq=False)
+class Reshape(Expr):
+    value: Expr = None
+
+
+@dataclass(eq=False)
+class Permute(Expr):
+    """Axis ``k`` of the result is axis ``perm[k]`` of ``value``."""
+
+    value: Expr = None
+    perm: tuple[int, ...] = ()
+
+
+@dataclass(eq=False)
+class Reduce(Expr):
+    op: str = "sum"        # sum, max, min
+    value: Expr = None
+    axis: int = 0
+
+
+@dataclass(eq=False)
+class Load(Expr):
+    """``tile.load(x, index, shape)``: the tile at ``index`` of ``x`` seen as a grid of ``ty.shape`` tiles.
+
+    Elements outside ``x`` read as ``padding``.
+    """
+
+    param: str = ""
+    index: list[Expr] = field(default_factory=list)
+    padding: float | int = 0
+
+
+@dataclass(eq=False)
+class Full(Expr):
+    """``tile.full(shape, value, dtype)`` (and ``zeros``): a constant tile."""
+
+    value: float | int | bool = 0
+
+
+@dataclass(eq=False)
+class Arange(Expr):
+    """``tile.arange(n, dtype)``: 0, 1, ... n-1."""
+
+
+@dataclass(eq=False)
+class Mma(Expr):
+    """``tile.mma(a, b, acc)``: a @ b + acc, f16/bf16 operands, f32 accumulator."""
+
+    a: Expr = None
+    b: Expr = None
+    acc: Expr = None
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(eq=False)
+class Stmt:
+    src: ast.AST | None = field(default=None, repr=False, kw_only=True)
+
+
+@dataclass(eq=False)
+class Assign(Stmt):
+    name: str = ""
+    value: Expr = None
+
+
+@dataclass(eq=False)
+class Store(Stmt):
+    """``z.store(t)`` (``index`` None: the block's own tile) or ``tile.store(z, index, t)``."""
+
+    param: str = ""
+    index: list[Expr] | None = None
+    value: Expr = None
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    cond: Expr = None
+    then: list[Stmt] = field(default_factory=list)
+    orelse: list[Stmt] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class ForRange(Stmt):
+    """``for var in tile.range(start, stop, step)``; ``step`` is a positive constant."""
+
+    var: str = ""
+    start: Expr = None
+    stop: Expr = None
+    step: int = 1
+    body: list[Stmt] = field(default_factory=list)
+
+
+@dataclass
+class Param:
+    name: str
+    ty: Any                        # Scalar or ArrayT
+    src: ast.AST | None = field(default=None, repr=False)
+
+
+@dataclass
+class KernelIR:
+    name: str
+    params: list[Param]
+    locals: dict[str, Any]         # local name -> Scalar, TileT or TileIdT
+    body: list[Stmt]
+    tile_shapes: dict[str, tuple[int, ...]]   # every tile.Out parameter's tile shape
+
+    @property
+    def param_types(self) -> dict[str, Any]:
+        return {p.name: p.ty for p in self.params}
+
+
+def children(node) -> list:
+    """The expressions and statements directly under ``node``."""
+    out = []
+    for value in vars(node).values():
+        if isinstance(value, (Expr, Stmt)):
+            out.append(value)
+        elif isinstance(value, list):
+            out.extend(v for v in value if isinstance(v, (Expr, Stmt)))
+    return out
+
+
+def walk_exprs(node):
+    """Every expression under a statement, an expression or a list of them, depth first."""
+    if isinstance(node, list):
+        for item in node:
+            yield from walk_exprs(item)
+        return
+    if isinstance(node, Expr):
+        yield node
+    for child in children(node) if isinstance(node, (Expr, Stmt)) else ():
+        yield from walk_exprs(child)
+
+
+def walk_stmts(stmts):
+    """Every statement, nested ones included, depth first."""
+    for stmt in stmts:
+        yield stmt
+        for value in vars(stmt).values():
+            if isinstance(value, list) and value and isinstance(value[0], Stmt):
+                yield from walk_stmts(value)
+
+
+def is_tile(e: Expr) -> bool:
+    from buildtile.backends.tile.types import TileT
+
+    return isinstance(e.ty, TileT)

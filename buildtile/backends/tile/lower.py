@@ -1,0 +1,513 @@
+"""Stage 4: planned tile IR -> LLVM IR (text), with llvmlite's IR builder.
+
+One block of ``plan.threads`` threads runs the body for one tile. Scalars
+are ordinary registers, the same in every thread; a tile is a list of
+registers per thread, in the layout the plan gave its node. Parameters
+follow kernel ABI v1 (a ``tile.Out`` is passed like a tensor). The block's
+tile is ``(ctaid.z, ctaid.y, ctaid.x)`` for the last axes of the outputs'
+partition; mma kernels visit 2-D tiles in groups of rows (a bijection of
+the grid, so each block still owns exactly one tile) for L2 reuse.
+
+Shared memory is one dynamically sized ``extern .shared`` array: the
+software pipelines' stage buffers first, then the scratch area that layout
+conversions, cross-warp reductions and staged mma operands reuse in turn.
+Its size is the specialization's ``shared_bytes``.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import llvmlite.ir as lir
+
+from buildtile.backends.tile import exchange, ir, memory, mma
+from buildtile.backends.tile.exchange import TileVal
+from buildtile.backends.tile.layout import Layout
+from buildtile.backends.tile.llvmutil import (
+    DATALAYOUT,
+    GLOBAL_PTR,
+    I1,
+    I8,
+    I32,
+    I64,
+    SHARED_PTR,
+    TRIPLE,
+    const_of,
+    convert,
+    declare,
+    from_memory,
+    intrinsic,
+    mem_type,
+    reg_type,
+    round_half,
+    sreg,
+)
+from buildtile.backends.tile.plan import Plan
+from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, value_type
+from buildtile.backends.tile.types import I32 as I32_DTYPE
+
+SMEM = "__buildtile_tile_smem"
+#: rows of tiles visited together by mma kernels (Triton's GROUP_M)
+GROUP_ROWS = 8
+
+#: math functions LLVM has an intrinsic for; the others call libdevice (``__nv_<name>f``)
+_LLVM_MATH = {"sqrt": "llvm.sqrt", "abs": "llvm.fabs", "floor": "llvm.floor", "ceil": "llvm.ceil",
+              "maximum": "llvm.maxnum", "minimum": "llvm.minnum"}
+
+
+@dataclass
+class ArrayArg:
+    data: lir.Value                 # global pointer
+    shape: list[lir.Value]          # i64 extents
+    strides: list[lir.Value]        # i64, in elements
+    elem: Scalar
+
+
+@dataclass
+class LoweredKernel:
+    llvm_ir: str
+    shared_bytes: int
+    threads: int
+
+
+def lower_to_llvm(kernel: ir.KernelIR, plan: Plan, symbol: str) -> LoweredKernel:
+    return _Emitter(kernel, plan, symbol).run()
+
+
+class _Emitter:
+    def __init__(self, kernel: ir.KernelIR, plan: Plan, symbol: str) -> None:
+        self.kernel = kernel
+        self.plan = plan
+        self.symbol = symbol
+        self.module = lir.Module(name=symbol)
+        self.module.triple = TRIPLE
+        self.module.data_layout = DATALAYOUT
+        self.arrays: dict[str, ArrayArg] = {}
+        self.scalars: dict[str, lir.Value] = {}
+        self.slots: dict[str, object] = {}          # local -> alloca (scalar) or list of allocas (tile)
+        self.overrides: dict[str, lir.Value] = {}   # loop variables evaluated ahead of their iteration
+        self.smem_operands: dict[str, mma.SmemTile] = {}
+        self.scratch_base = _align(plan.pipeline_bytes, 128)
+        self.scratch_bytes = 0
+        self._thread_parts: dict = {}
+        self._helpers: dict = {}                    # cold device functions, by what they do
+        self._tile_ids: dict[tuple[str, int], lir.Value] = {}
+
+    # ------------------------------------------------------------ structure
+    def run(self) -> LoweredKernel:
+        arg_types, arg_names = [], []
+        for p in self.kernel.params:
+            if isinstance(p.ty, Scalar):
+                arg_types.append(mem_type(p.ty))
+                arg_names.append(p.name)
+            else:
+                arg_types += [GLOBAL_PTR] + [I64] * (2 * p.ty.rank)
+                arg_names += [f"{p.name}.data"] + [f"{p.name}.shape{k}" for k in range(p.ty.rank)] \
+                    + [f"{p.name}.stride{k}" for k in range(p.ty.rank)]
+        fn = lir.Function(self.module, lir.FunctionType(lir.VoidType(), arg_types), self.symbol)
+        fn.calling_convention = "ptx_kernel"
+        for arg, name in zip(fn.args, arg_names):
+            arg.name = name
+        self.fn = fn
+        entry = fn.append_basic_block("entry")
+        body = fn.append_basic_block("body")
+        self.alloca_builder = lir.IRBuilder(entry)
+        self.alloca_builder.position_before(self.alloca_builder.branch(body))
+        self.b = lir.IRBuilder(body)
+        args = iter(fn.args)
+        for p in self.kernel.params:
+            if isinstance(p.ty, Scalar):
+                self.scalars[p.name] = from_memory(self.alloca_builder, next(args), p.ty)
+                continue
+            data = next(args)
+            data.add_attribute("noalias")
+            shape = [next(args) for _ in range(p.ty.rank)]
+            strides = [next(args) for _ in range(p.ty.rank)]
+            self.arrays[p.name] = ArrayArg(data, shape, strides, p.ty.elem)
+        self.smem_global = lir.GlobalVariable(self.module, lir.ArrayType(I8, 0), SMEM, addrspace=3)
+        self.smem_global.align = 16
+        self._enter_function_entry()
+        self.stmts(self.kernel.body)
+        if not self.b.block.is_terminated:
+            self.b.ret_void()
+        annotations = self.module.add_named_metadata("nvvm.annotations")
+        for axis, n in zip("xyz", (self.plan.threads, 1, 1)):
+            annotations.add(self.module.add_metadata([fn, lir.MetaDataString(self.module, f"reqntid{axis}"), I32(n)]))
+        if self.plan.min_blocks:
+            annotations.add(self.module.add_metadata([fn, lir.MetaDataString(self.module, "minctasm"),
+                                                      I32(self.plan.min_blocks)]))
+        shared = self.scratch_base + self.scratch_bytes if self.scratch_bytes else self.plan.pipeline_bytes
+        return LoweredKernel(str(self.module), shared, self.plan.threads)
+
+    def _enter_function_entry(self) -> None:
+        """Values every function computes once in its entry block: the thread index, shared memory."""
+        b = self.alloca_builder
+        self.smem = b.inttoptr(b.ptrtoint(self.smem_global, I64), SHARED_PTR, name="smem")
+        self.tid = sreg(b, "tid.x")
+        self._thread_parts = {}
+
+    @contextmanager
+    def device_function(self, name: str, arg_types: list[lir.Type]):
+        """Emit into a separate, never-inlined device function (yields its arguments).
+
+        For cold paths inside hot loops: LLVM hoists a path's loop-invariant values out of the
+        loop even when the path never runs, and every hoisted value holds a register there.
+        """
+        fn = lir.Function(self.module, lir.FunctionType(lir.VoidType(), arg_types), f"{self.symbol}.{name}")
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        saved = (self.fn, self.b, self.alloca_builder, self.smem, self.tid, self._thread_parts)
+        entry, body = fn.append_basic_block("entry"), fn.append_basic_block("body")
+        self.fn = fn
+        self.alloca_builder = lir.IRBuilder(entry)
+        self.alloca_builder.position_before(self.alloca_builder.branch(body))
+        self.b = lir.IRBuilder(body)
+        self._enter_function_entry()
+        try:
+            yield fn
+            self.b.ret_void()
+        finally:
+            self.fn, self.b, self.alloca_builder, self.smem, self.tid, self._thread_parts = saved
+
+    # ------------------------------------------------------------ services for the other lowering modules
+    def smem_ptr(self, offset: lir.Value) -> lir.Value:
+        """A shared-memory pointer ``offset`` (i32) bytes into the kernel's shared memory."""
+        return self.b.gep(self.smem, [offset], source_etype=I8)
+
+    def scratch(self, nbytes: int) -> int:
+        """The byte offset of a scratch area of ``nbytes``, valid until the next request."""
+        self.scratch_bytes = max(self.scratch_bytes, _align(nbytes, 16))
+        return self.scratch_base
+
+    def thread_part(self, layout: Layout, axis: int) -> lir.Value:
+        """The coordinate bits along ``axis`` that come from the thread index (i32), built once."""
+        key = (layout.thread, axis)
+        value = self._thread_parts.get(key)
+        if value is None:
+            b = self.alloca_builder
+            value = I32(0)
+            for bit, length, coord_bit in layout.thread_runs(axis):
+                part = b.and_(b.lshr(self.tid, I32(bit)), I32((1 << length) - 1))
+                value = b.or_(value, b.shl(part, I32(coord_bit)))
+            self._thread_parts[key] = value
+        return value
+
+    def owner(self, layout: Layout) -> lir.Value | None:
+        """For a layout with copies: true in the one thread of each group of copies that writes."""
+        mask = layout.replicated_mask
+        if not mask:
+            return None
+        return self.b.icmp_unsigned("==", self.b.and_(self.tid, I32(mask)), I32(0))
+
+    def mark_invariant(self, load: lir.Instruction) -> None:
+        # inputs are never written during a launch (BT0594) nor alias an output (the host checks):
+        # lets LLVM use the non-coherent path, ld.global.nc
+        load.set_metadata("invariant.load", self.module.add_metadata([]))
+
+    def scalar_slot(self, name: str) -> lir.Value:
+        slot = self.slots.get(name)
+        if slot is None:
+            slot = self.slots[name] = self.alloca_builder.alloca(reg_type(value_type(self.kernel.locals[name])), name=name)
+        return slot
+
+    def tile_slots(self, name: str) -> list[lir.Value]:
+        slots = self.slots.get(name)
+        if slots is None:
+            ty = self.kernel.locals[name]
+            layout = self.plan.var_layouts[name]
+            slots = self.slots[name] = [self.alloca_builder.alloca(reg_type(ty.dtype), name=f"{name}.{r}")
+                                        for r in range(layout.nregs)]
+        return slots
+
+    # ------------------------------------------------------------ statements
+    def stmts(self, stmts: list[ir.Stmt]) -> None:
+        for s in stmts:
+            getattr(self, "stmt_" + type(s).__name__)(s)
+
+    def stmt_Assign(self, s: ir.Assign) -> None:
+        if s.name in self.plan.smem_operands:
+            return     # issued ahead by its loop's pipeline
+        if isinstance(s.value.ty, TileT):
+            val = self.tile_in(s.value, self.plan.var_layouts[s.name])
+            for slot, reg in zip(self.tile_slots(s.name), val.regs):
+                self.b.store(reg, slot)
+        else:
+            self.b.store(self.scalar(s.value), self.scalar_slot(s.name))
+
+    def stmt_Store(self, s: ir.Store) -> None:
+        arr = self.arrays[s.param]
+        val = self.tile(s.value)
+        if s.index is None:
+            index = [self.tile_id(s.param, a) for a in range(len(arr.shape))]
+        else:
+            index = [self.scalar(i) for i in s.index]
+        origin = [self.b.mul(i, I64(t)) for i, t in zip(index, s.value.ty.shape)]
+        memory.store_tile(self, arr, origin, val.layout, val.regs)
+
+    def stmt_If(self, s: ir.If) -> None:
+        cond = self.scalar(s.cond)
+        if s.orelse:
+            with self.b.if_else(cond) as (then, otherwise):
+                with then:
+                    self.stmts(s.then)
+                with otherwise:
+                    self.stmts(s.orelse)
+        else:
+            with self.b.if_then(cond):
+                self.stmts(s.then)
+
+    def stmt_ForRange(self, s: ir.ForRange) -> None:
+        pipe = self.plan.pipelines.get(id(s))
+        if pipe is not None:
+            mma.emit_pipelined_loop(self, pipe)
+            return
+        b = self.b
+        slot = self.scalar_slot(s.var)
+        stop = self.scalar(s.stop)
+        b.store(self.scalar(s.start), slot)
+        head, body, done = (self.fn.append_basic_block(f"for.{n}") for n in ("cond", "body", "end"))
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(b.icmp_signed("<", b.load(slot), stop), body, done)
+        b.position_at_end(body)
+        self.stmts(s.body)
+        b.store(b.add(b.load(slot), I64(s.step)), slot)
+        b.branch(head)
+        b.position_at_end(done)
+
+    # ------------------------------------------------------------ scalars
+    def scalar(self, e: ir.Expr) -> lir.Value:
+        return getattr(self, "scalar_" + type(e).__name__)(e)
+
+    def scalar_Const(self, e: ir.Const) -> lir.Value:
+        ty = e.ty.default if isinstance(e.ty, Weak) else e.ty
+        return const_of(ty, e.value)
+
+    def scalar_Var(self, e: ir.Var) -> lir.Value:
+        if e.name in self.overrides:
+            return self.overrides[e.name]
+        return self.b.load(self.scalar_slot(e.name))
+
+    def scalar_ScalarParam(self, e: ir.ScalarParam) -> lir.Value:
+        return self.scalars[e.name]
+
+    def scalar_Shape(self, e: ir.Shape) -> lir.Value:
+        return self.arrays[e.param].shape[e.axis]
+
+    def scalar_TileId(self, e: ir.TileId) -> lir.Value:
+        return self.tile_id(e.param, e.axis)
+
+    def scalar_NumTiles(self, e: ir.NumTiles) -> lir.Value:
+        t = self.kernel.tile_shapes[e.param][e.axis]
+        extent = self.arrays[e.param].shape[e.axis]
+        return self.b.sdiv(self.b.add(extent, I64(t - 1)), I64(t))
+
+    def scalar_BinOp(self, e: ir.BinOp) -> lir.Value:
+        return self.binop(e.op, value_type(e.ty), self.scalar(e.lhs), self.scalar(e.rhs))
+
+    def scalar_Compare(self, e: ir.Compare) -> lir.Value:
+        return self.compare(e.op, value_type(e.lhs.ty), self.scalar(e.lhs), self.scalar(e.rhs))
+
+    def scalar_UnaryOp(self, e: ir.UnaryOp) -> lir.Value:
+        return self.unary(e.op, value_type(e.ty), self.scalar(e.operand))
+
+    def scalar_BoolOp(self, e: ir.BoolOp) -> lir.Value:
+        values = [self.scalar(v) for v in e.values]
+        out = values[0]
+        for v in values[1:]:
+            out = self.b.and_(out, v) if e.op == "and" else self.b.or_(out, v)
+        return out
+
+    def scalar_Select(self, e: ir.Select) -> lir.Value:
+        return self.b.select(self.scalar(e.cond), self.scalar(e.then), self.scalar(e.orelse))
+
+    def scalar_Cast(self, e: ir.Cast) -> lir.Value:
+        return convert(self.b, self.scalar(e.value), value_type(e.value.ty), e.ty)
+
+    def scalar_Math(self, e: ir.Math) -> lir.Value:
+        return self.math(e.name, value_type(e.ty), [self.scalar(a) for a in e.args])
+
+    # ------------------------------------------------------------ grid
+    def tile_id(self, param: str, axis: int) -> lir.Value:
+        """This block's tile index along ``axis`` of ``param``'s partition (computed once)."""
+        key = (param, axis)
+        if key not in self._tile_ids:
+            b = self.alloca_builder
+            rank = len(self.kernel.tile_shapes[param])
+            dims = "xyz"[:rank][::-1]         # axis rank-1 -> x, rank-2 -> y, rank-3 -> z
+            ids = [b.zext(sreg(b, f"ctaid.{d}"), I64) for d in dims]
+            if self.plan.grouped_grid and rank == 2:
+                ids = _grouped(b, ids[1], ids[0], b.zext(sreg(b, "nctaid.x"), I64), b.zext(sreg(b, "nctaid.y"), I64))
+            for a, value in enumerate(ids):
+                self._tile_ids[(param, a)] = value
+        return self._tile_ids[key]
+
+    # ------------------------------------------------------------ tiles
+    def tile_in(self, e: ir.Expr, layout: Layout) -> TileVal:
+        return exchange.convert(self, self.tile(e), layout)
+
+    def tile(self, e: ir.Expr) -> TileVal:
+        val = getattr(self, "tile_" + type(e).__name__)(e)
+        assert val.layout == e.layout, (type(e).__name__, val.layout, e.layout)
+        return val
+
+    def tile_Var(self, e: ir.Var) -> TileVal:
+        regs = [self.b.load(slot) for slot in self.tile_slots(e.name)]
+        return TileVal(self.plan.var_layouts[e.name], regs, e.ty.dtype)
+
+    def tile_Load(self, e: ir.Load) -> TileVal:
+        index = [self.scalar(i) for i in e.index]
+        origin = [self.b.mul(i, I64(t)) for i, t in zip(index, e.ty.shape)]
+        regs = memory.load_tile(self, self.arrays[e.param], origin, e.layout, e.padding)
+        return TileVal(e.layout, regs, e.ty.dtype)
+
+    def tile_Full(self, e: ir.Full) -> TileVal:
+        return TileVal(e.layout, [const_of(e.ty.dtype, e.value)] * e.layout.nregs, e.ty.dtype)
+
+    def tile_Splat(self, e: ir.Splat) -> TileVal:
+        return TileVal(e.layout, [self.scalar(e.value)] * e.layout.nregs, e.ty.dtype)
+
+    def tile_Arange(self, e: ir.Arange) -> TileVal:
+        b = self.b
+        base = self.thread_part(e.layout, 0)
+        regs = [convert(b, b.add(base, I32(e.layout.reg_coords(r)[0])), I32_DTYPE, e.ty.dtype)
+                for r in range(e.layout.nregs)]
+        return TileVal(e.layout, regs, e.ty.dtype)
+
+    def tile_Broadcast(self, e: ir.Broadcast) -> TileVal:
+        return exchange.broadcast(self, self.tile(e.value), e.layout)
+
+    def tile_ExpandDims(self, e: ir.ExpandDims) -> TileVal:
+        val = self.tile(e.value)
+        return TileVal(val.layout.expand(e.axis), val.regs, val.dtype)
+
+    def tile_Reshape(self, e: ir.Reshape) -> TileVal:
+        val = self.tile(e.value)
+        return TileVal(val.layout.reshape(e.ty.shape), val.regs, val.dtype)
+
+    def tile_Permute(self, e: ir.Permute) -> TileVal:
+        val = self.tile(e.value)
+        return TileVal(val.layout.permute(e.perm), val.regs, val.dtype)
+
+    def tile_Reduce(self, e: ir.Reduce) -> TileVal:
+        return exchange.reduce(self, self.tile(e.value), e.axis, e.op)
+
+    def tile_Mma(self, e: ir.Mma) -> TileVal:
+        return mma.emit_mma(self, e)
+
+    def operands(self, e: ir.Expr, *children: ir.Expr) -> list[list[lir.Value]]:
+        return [self.tile_in(c, e.layout).regs for c in children]
+
+    def tile_BinOp(self, e: ir.BinOp) -> TileVal:
+        lhs, rhs = self.operands(e, e.lhs, e.rhs)
+        dtype = e.ty.dtype
+        return TileVal(e.layout, [self.binop(e.op, dtype, x, y) for x, y in zip(lhs, rhs)], dtype)
+
+    def tile_Compare(self, e: ir.Compare) -> TileVal:
+        lhs, rhs = self.operands(e, e.lhs, e.rhs)
+        dtype = e.lhs.ty.dtype
+        return TileVal(e.layout, [self.compare(e.op, dtype, x, y) for x, y in zip(lhs, rhs)], BOOL)
+
+    def tile_UnaryOp(self, e: ir.UnaryOp) -> TileVal:
+        (regs,) = self.operands(e, e.operand)
+        return TileVal(e.layout, [self.unary(e.op, e.ty.dtype, x) for x in regs], e.ty.dtype)
+
+    def tile_Cast(self, e: ir.Cast) -> TileVal:
+        (regs,) = self.operands(e, e.value)
+        src = e.value.ty.dtype
+        return TileVal(e.layout, [convert(self.b, x, src, e.ty.dtype) for x in regs], e.ty.dtype)
+
+    def tile_Math(self, e: ir.Math) -> TileVal:
+        args = self.operands(e, *e.args)
+        return TileVal(e.layout, [self.math(e.name, e.ty.dtype, list(xs)) for xs in zip(*args)], e.ty.dtype)
+
+    def tile_Where(self, e: ir.Where) -> TileVal:
+        cond, then, orelse = self.operands(e, e.cond, e.then, e.orelse)
+        return TileVal(e.layout, [self.b.select(c, x, y) for c, x, y in zip(cond, then, orelse)], e.ty.dtype)
+
+    # ------------------------------------------------------------ one element (scalars and tile registers)
+    def binop(self, op: str, ty: Scalar, lhs: lir.Value, rhs: lir.Value) -> lir.Value:
+        b = self.b
+        if ty.is_float:
+            if op in ("//", "%"):
+                q = b.call(intrinsic(self.module, "llvm.floor", lhs.type, 1), [b.fdiv(lhs, rhs)])
+                out = q if op == "//" else b.fsub(lhs, b.fmul(rhs, q))
+            else:
+                out = {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv}[op](lhs, rhs)
+                out.flags.append("contract")   # allow fused multiply-add, as nvcc does by default
+            return round_half(b, out, ty)
+        signed = ty.kind == "int"
+        if op == "cdiv":
+            return b.neg(self._floordiv(b.neg(lhs), rhs)) if signed else b.udiv(b.add(lhs, b.sub(rhs, rhs.type(1))), rhs)
+        if op == "//":
+            return self._floordiv(lhs, rhs) if signed else b.udiv(lhs, rhs)
+        if op == "%":
+            return self._pymod(lhs, rhs) if signed else b.urem(lhs, rhs)
+        return {"+": b.add, "-": b.sub, "*": b.mul, "&": b.and_, "|": b.or_, "^": b.xor}[op](lhs, rhs)
+
+    def _floordiv(self, a: lir.Value, n: lir.Value) -> lir.Value:
+        # Python rounds toward -inf: adjust C's truncated quotient when the signs differ and it is inexact
+        b = self.b
+        q, r = b.sdiv(a, n), b.srem(a, n)
+        adjust = b.and_(b.icmp_signed("!=", r, a.type(0)), b.icmp_signed("<", b.xor(r, n), a.type(0)))
+        return b.sub(q, b.zext(adjust, a.type))
+
+    def _pymod(self, a: lir.Value, n: lir.Value) -> lir.Value:
+        b = self.b
+        r = b.srem(a, n)
+        adjust = b.and_(b.icmp_signed("!=", r, a.type(0)), b.icmp_signed("<", b.xor(r, n), a.type(0)))
+        return b.select(adjust, b.add(r, n), r)
+
+    def compare(self, op: str, ty: Scalar, lhs: lir.Value, rhs: lir.Value) -> lir.Value:
+        b = self.b
+        if ty.is_float:
+            return b.fcmp_unordered("!=", lhs, rhs) if op == "!=" else b.fcmp_ordered(op, lhs, rhs)
+        if ty.kind == "uint" or ty == BOOL:
+            return b.icmp_unsigned(op, lhs, rhs)
+        return b.icmp_signed(op, lhs, rhs)
+
+    def unary(self, op: str, ty: Scalar, v: lir.Value) -> lir.Value:
+        b = self.b
+        if op in ("not", "~"):
+            return b.not_(v)
+        return b.fneg(v) if ty.is_float else b.neg(v)
+
+    def math(self, name: str, ty: Scalar, args: list[lir.Value]) -> lir.Value:
+        b = self.b
+        t = reg_type(ty)
+        if not ty.is_float:
+            if name == "abs":
+                return b.call(declare(self.module, f"llvm.abs.i{t.width}", t, [t, I1]), [args[0], I1(0)])
+            signed = ty.kind == "int"
+            op = {"maximum": "llvm.smax" if signed else "llvm.umax", "minimum": "llvm.smin" if signed else "llvm.umin"}[name]
+            return b.call(intrinsic(self.module, op, t, 2), args)
+        if name == "sigmoid":
+            e = self.math("exp", ty, [b.fneg(args[0])])
+            return round_half(b, b.fdiv(t(1.0), b.fadd(t(1.0), e)), ty)
+        if name in _LLVM_MATH:
+            out = b.call(intrinsic(self.module, _LLVM_MATH[name], t, len(args)), args)
+        else:
+            suffix = "f" if ty.bits <= 32 else ""
+            out = b.call(declare(self.module, f"__nv_{name}{suffix}", t, [t] * len(args)), args)
+        return round_half(b, out, ty)
+
+
+def _grouped(b: lir.IRBuilder, x: lir.Value, y: lir.Value, nx: lir.Value, ny: lir.Value) -> list[lir.Value]:
+    """(row, col) tile of block (x, y): blocks run in order y * nx + x; give consecutive blocks a
+    band of GROUP_ROWS tile rows, column by column, so they share A rows and B columns in L2."""
+    pid = b.add(b.mul(y, nx), x)
+    per_group = b.mul(nx, I64(GROUP_ROWS))
+    group = b.udiv(pid, per_group)
+    first = b.mul(group, I64(GROUP_ROWS))
+    left = b.sub(ny, first)
+    rows = b.select(b.icmp_unsigned("<", left, I64(GROUP_ROWS)), left, I64(GROUP_ROWS))
+    within = b.urem(pid, per_group)
+    return [b.add(first, b.urem(within, rows)), b.udiv(within, rows)]
+
+
+def _align(n: int, to: int) -> int:
+    return (n + to - 1) // to * to
+
+
+__all__ = ["ArrayArg", "LoweredKernel", "lower_to_llvm"]

@@ -1,0 +1,68 @@
+"""Stage 2: ownership checks over the typed tile IR (typed -> checked).
+
+The rules, in the spirit of Rust's borrow checker:
+
+* ``Tensor`` parameters are shared borrows: never written (BT0594).
+* A ``tile.Out`` parameter is split into tiles by its partition, and each
+  block owns exactly one: a block stores only at its own tile. ``z.store(t)``
+  always does; ``tile.store(z, index, t)`` only where ``index`` is provably
+  ``(z.tile_id(0), ..., z.tile_id(rank - 1))`` -- the calls themselves, or
+  names bound once to them (a reassigned name loses its ``TileIdT`` type in
+  the typer) -- otherwise BT0499. The stored tile's shape is the tile shape
+  (the typer checks), so a store cannot spill into a neighbour's tile.
+"""
+
+from __future__ import annotations
+
+from buildtile.backend import KernelSource
+from buildtile.backends.tile import ir
+from buildtile.backends.tile.types import ArrayT, TileIdT
+from buildtile.diagnostics import Diagnostic, Span
+
+
+def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
+    params = kernel.param_types
+    diags: list[Diagnostic] = []
+
+    def report(code, node, message, label, help):
+        diags.append(Diagnostic(code, message, Span.of(node, source.display_file, source.lines), label=label, help=help))
+
+    for stmt in ir.walk_stmts(kernel.body):
+        if not isinstance(stmt, ir.Store):
+            continue
+        ty = params[stmt.param]
+        if not (isinstance(ty, ArrayT) and ty.is_out):
+            report("BT0594", stmt.src, f"cannot store into `{stmt.param}`, as `{stmt.param}` is read-only",
+                   f"`{stmt.param}` is a {ty}",
+                   f"write results into a tile.Out[{getattr(ty, 'elem', 'T')}, {getattr(ty, 'rank', 'rank')}] "
+                   "parameter, partitioned on the host")
+            continue
+        if stmt.index is None:
+            continue
+        for axis, idx in enumerate(stmt.index):
+            if not _is_own(idx, stmt.param, axis):
+                report("BT0499", idx.src or stmt.src,
+                       f"store outside this tile's own partition: cannot store into `{stmt.param}` here",
+                       _why_not_own(idx, stmt.param, axis),
+                       f"a block stores only its own tile of `{stmt.param}`: write `{stmt.param}.store(t)`, "
+                       f"or index with `{stmt.param}.tile_id({axis})` at position {axis}")
+                break
+    return diags
+
+
+def _is_own(idx: ir.Expr, param: str, axis: int) -> bool:
+    return isinstance(idx, (ir.TileId, ir.Var)) and idx.ty == TileIdT(param, axis)
+
+
+def _why_not_own(idx: ir.Expr, param: str, axis: int) -> str:
+    if isinstance(idx.ty, TileIdT):
+        if idx.ty.param != param:
+            return f"this is a tile id of `{idx.ty.param}`, not of `{param}`"
+        return f"this is `{param}`'s tile id along axis {idx.ty.axis}, used for axis {axis}"
+    if isinstance(idx, ir.Const):
+        return "a constant index names the same tile in every block"
+    if isinstance(idx, (ir.BinOp, ir.UnaryOp, ir.Cast)):
+        return "arithmetic on a tile id names a tile another block owns"
+    if isinstance(idx, ir.Var):
+        return f"`{idx.name}` is a plain integer, not `{param}.tile_id({axis})`"
+    return f"this index is not `{param}.tile_id({axis})`"

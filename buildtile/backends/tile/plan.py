@@ -1,0 +1,335 @@
+"""Stage 3: the lowering plan of one checked kernel (checked IR -> planned IR).
+
+Three decisions, all made before any code is emitted:
+
+* **threads** -- one block of 32 to 256 threads per tile: 8 elements per
+  thread for the largest tile (two 16-byte accesses of f32), or, with
+  ``tile.mma``, one warp per 1024 accumulator elements (up to 8 warps).
+* **layouts** -- every tile-valued node gets a :class:`~.layout.Layout`
+  (``node.layout``). Layouts flow top-down from where they matter: a store
+  asks for the coalesced :func:`~.layout.canonical` layout, an elementwise
+  node for its operands' layout, ``mma`` for the tensor-core accumulator
+  layout. Loads and constants adopt whatever layout is asked of them (a load
+  can read any layout straight from memory), so data rarely moves between
+  threads; where layouts still differ the emitter converts through shared
+  memory. A name keeps one layout: the one of an ``mma`` assigned to it,
+  else the one all its uses ask for (when its values can be built so),
+  else that of its first value.
+* **pipelines** -- a ``tile.range`` loop whose body loads f16/bf16 tiles
+  used only as ``mma`` operands is software-pipelined: those loads go
+  straight to shared memory with ``cp.async``, several iterations ahead.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from buildtile.backends.tile import ir
+from buildtile.backends.tile.layout import Layout, canonical, mma_accumulator
+from buildtile.backends.tile.types import BOOL, MMA_DTYPES, TileT, elem_bytes
+
+MAX_THREADS = 256
+#: registers per thread that mma kernels are fitted into
+MMA_REGISTERS = 128
+#: shared memory the software pipeline of one loop may take (every sm_80+ GPU has more per block)
+PIPELINE_BYTES = 96 * 1024
+MAX_STAGES = 4
+
+
+@dataclass
+class PipelinedOperand:
+    name: str                  # the local the loop body binds the load to
+    load: ir.Load
+    offset: int                # byte offset in a stage
+
+    @property
+    def rows(self) -> int:
+        return self.load.ty.shape[0]
+
+    @property
+    def cols(self) -> int:
+        return self.load.ty.shape[1]
+
+
+@dataclass
+class Pipeline:
+    loop: ir.ForRange
+    operands: list[PipelinedOperand]
+    stage_bytes: int
+    stages: int
+
+    @property
+    def names(self) -> set[str]:
+        return {op.name for op in self.operands}
+
+
+@dataclass
+class Plan:
+    threads: int
+    var_layouts: dict[str, Layout]
+    pipelines: dict[int, Pipeline] = field(default_factory=dict)   # id(ForRange) -> its pipeline
+    grouped_grid: bool = False      # visit 2-D tiles in groups of rows, for L2 reuse (mma kernels)
+    min_blocks: int | None = None   # blocks per SM to fit registers for (PTX .minnctapersm)
+
+    @property
+    def pipeline_bytes(self) -> int:
+        return max((p.stages * p.stage_bytes for p in self.pipelines.values()), default=0)
+
+    @property
+    def smem_operands(self) -> set[str]:
+        return {name for p in self.pipelines.values() for name in p.names}
+
+
+def make_plan(kernel: ir.KernelIR) -> Plan:
+    threads = choose_threads(kernel)
+    pipelines = find_pipelines(kernel)
+    smem = {name for p in pipelines.values() for name in p.names}
+    var_layouts = assign_layouts(kernel, threads, smem)
+    uses_mma = any(isinstance(e, ir.Mma) for e in ir.walk_exprs(kernel.body))
+    rank = next(iter(len(s) for s in kernel.tile_shapes.values()), 0)
+    # tensor-core loops hide latency with more warps per SM: ask ptxas for registers that fit
+    # several blocks (128 per thread), which the accumulators and fragments fit without spilling
+    min_blocks = max(1, 65536 // (threads * MMA_REGISTERS)) if uses_mma else None
+    return Plan(threads, var_layouts, pipelines, grouped_grid=uses_mma and rank == 2, min_blocks=min_blocks)
+
+
+# ------------------------------------------------------------------ threads
+
+
+def choose_threads(kernel: ir.KernelIR) -> int:
+    mmas = [e for e in ir.walk_exprs(kernel.body) if isinstance(e, ir.Mma)]
+    if mmas:
+        m, n = max((e.ty.shape for e in mmas), key=lambda s: s[0] * s[1])
+        return 32 * min(8, max(1, m * n // 1024))
+    sizes = [e.ty.size for e in ir.walk_exprs(kernel.body) if isinstance(e.ty, TileT)]
+    sizes += [TileT(None, s).size for s in kernel.tile_shapes.values()]
+    return min(MAX_THREADS, max(32, max(sizes, default=32) // 8))
+
+
+# ------------------------------------------------------------------ software pipelines
+
+
+def find_pipelines(kernel: ir.KernelIR) -> dict[int, Pipeline]:
+    uses = _var_uses(kernel.body)
+    assigns = defaultdict(int)
+    for stmt in ir.walk_stmts(kernel.body):
+        if isinstance(stmt, ir.Assign):
+            assigns[stmt.name] += 1
+    found = {}
+    for loop in (s for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.ForRange)):
+        changing = {s.name for s in ir.walk_stmts(loop.body) if isinstance(s, ir.Assign)} | {loop.var} | {
+            s.var for s in ir.walk_stmts(loop.body) if isinstance(s, ir.ForRange)}
+        operands, offset = [], 0
+        for k, stmt in enumerate(loop.body):
+            if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Load)):
+                continue
+            load = stmt.value
+            if load.ty.dtype not in MMA_DTYPES or load.ty.rank != 2 or load.padding != 0 or assigns[stmt.name] != 1:
+                continue
+            index_names = {e.name for e in ir.walk_exprs(load.index) if isinstance(e, ir.Var)}
+            if index_names & (changing - {loop.var}):
+                continue   # its index depends on something the body computes: cannot be issued ahead
+            later = loop.body[k + 1:]
+            as_operand = [e for e in ir.walk_exprs(later) if isinstance(e, ir.Mma)
+                          for operand in (e.a, e.b) if isinstance(operand, ir.Var) and operand.name == stmt.name]
+            if not as_operand or len(as_operand) != len(uses[stmt.name]) \
+                    or any(not _inside(u, later) for u in uses[stmt.name]):
+                continue
+            operands.append(PipelinedOperand(stmt.name, load, offset))
+            offset += _align(load.ty.size * 2, 128)
+        if operands:
+            stages = min(MAX_STAGES, PIPELINE_BYTES // offset)
+            if stages >= 2:
+                found[id(loop)] = Pipeline(loop, operands, offset, stages)
+    # a loop nested in a pipelined loop keeps its loads: the outer pipeline owns the shared memory
+    for pipe in list(found.values()):
+        for inner in ir.walk_stmts(pipe.loop.body):
+            found.pop(id(inner), None)
+    return found
+
+
+def _var_uses(body) -> dict[str, list[ir.Var]]:
+    uses = defaultdict(list)
+    for e in ir.walk_exprs(body):
+        if isinstance(e, ir.Var):
+            uses[e.name].append(e)
+    return uses
+
+
+def _inside(expr: ir.Expr, stmts: list[ir.Stmt]) -> bool:
+    return any(e is expr for e in ir.walk_exprs(stmts))
+
+
+def _align(n: int, to: int) -> int:
+    return (n + to - 1) // to * to
+
+
+# ------------------------------------------------------------------ layouts
+
+
+def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str]) -> dict[str, Layout]:
+    """Annotate every tile node with its layout; returns the layout of every tile local.
+
+    A local's layout: an mma accumulator's; else, if some value assigned to it cannot be
+    built in another layout without moving data (a reduction, an update of itself in a
+    loop), the natural layout of the last such value; else the one its uses all ask for;
+    else its first value's. Decided on passes where assignments take their natural layouts.
+    """
+    seeds: dict[str, Layout] = {}
+    for stmt in ir.walk_stmts(kernel.body):
+        if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Mma):
+            m, n = stmt.value.ty.shape
+            seeds.setdefault(stmt.name, mma_accumulator(m, n, threads))
+    fixed = dict(seeds)
+    for _ in range(4):
+        natural = _Assigner(kernel, threads, seeds, smem, natural=True)
+        natural.run()
+        chosen = dict(fixed)
+        for name, defs in natural.defs.items():
+            if name in fixed:
+                continue
+            inflexible = [layout for value, layout in defs if not _flexible(value)]
+            wants = natural.demands.get(name, [])
+            if inflexible:
+                chosen[name] = inflexible[-1]
+            elif wants and len(set(wants)) == 1:
+                chosen[name] = wants[0]
+        if chosen == seeds:
+            break
+        seeds = chosen
+    final = _Assigner(kernel, threads, seeds, smem, natural=False)
+    final.run()
+    return final.var_layouts
+
+
+def _flexible(e: ir.Expr) -> bool:
+    """Whether ``e`` is built directly in any layout asked of it (no data moves)."""
+    if isinstance(e, (ir.Load, ir.Full, ir.Arange, ir.Splat)):
+        return True
+    if isinstance(e, (ir.Var, ir.Reduce, ir.Mma)):
+        return False
+    return all(_flexible(c) for c in ir.children(e) if isinstance(c, ir.Expr) and isinstance(c.ty, TileT))
+
+
+_WEAK_OPERANDS = (ir.Splat, ir.Full, ir.Broadcast, ir.Arange)
+#: which operand an elementwise node takes its layout from, when nothing asks for one:
+#: results that cannot move for free (reductions, mma), then data, then masks; never constants
+_ANCHOR_RANKS = ("anchor", "data", "mask")
+
+
+def _anchor_rank(e: ir.Expr) -> int:
+    if isinstance(e, _WEAK_OPERANDS):
+        return len(_ANCHOR_RANKS)
+    if isinstance(e, (ir.Reduce, ir.Mma)):
+        return 0
+    return 2 if e.ty.dtype == BOOL else 1
+
+
+class _Assigner:
+    """One pass over the kernel giving every tile node a layout.
+
+    With ``natural`` an assignment does not ask its value for the local's layout, so
+    ``defs`` records each value's own (natural) layout, for :func:`assign_layouts` to choose.
+    """
+
+    def __init__(self, kernel: ir.KernelIR, threads: int, seeds: dict[str, Layout], smem: set[str],
+                 natural: bool) -> None:
+        self.kernel = kernel
+        self.threads = threads
+        self.var_layouts = dict(seeds)
+        self.smem = smem
+        self.natural = natural
+        self.demands: dict[str, list[Layout]] = defaultdict(list)
+        self.defs: dict[str, list[tuple[ir.Expr, Layout]]] = defaultdict(list)
+
+    def canonical(self, ty: TileT) -> Layout:
+        return canonical(ty.shape, self.threads, elem_bytes(ty.dtype))
+
+    def run(self) -> None:
+        self.stmts(self.kernel.body)
+
+    def stmts(self, stmts: list[ir.Stmt]) -> None:
+        for s in stmts:
+            if isinstance(s, ir.Assign) and isinstance(s.value.ty, TileT):
+                if s.name in self.smem:
+                    continue
+                produced = self.expr(s.value, None if self.natural else self.var_layouts.get(s.name))
+                self.defs[s.name].append((s.value, produced))
+                self.var_layouts.setdefault(s.name, produced)
+            elif isinstance(s, ir.Store) and isinstance(s.value.ty, TileT):
+                # a store takes any layout: the coalesced one is only a hint, for values that are free to take it
+                out = self.kernel.param_types[s.param]
+                hint = canonical(s.value.ty.shape, self.threads, elem_bytes(out.elem)) if _flexible(s.value) else None
+                self.expr(s.value, hint)
+            elif isinstance(s, ir.If):
+                self.stmts(s.then)
+                self.stmts(s.orelse)
+            elif isinstance(s, ir.ForRange):
+                self.stmts(s.body)
+
+    def expr(self, e: ir.Expr, want: Layout | None) -> Layout:
+        if want is not None and want.shape != e.ty.shape:
+            want = None
+        layout = self._expr(e, want)
+        assert layout.shape == e.ty.shape, (e, layout)
+        e.layout = layout
+        return layout
+
+    def _expr(self, e: ir.Expr, want: Layout | None) -> Layout:
+        if isinstance(e, ir.Var):
+            layout = self.var_layouts.get(e.name)
+            if layout is None:      # read before its first assignment in program order (a loop)
+                layout = self.var_layouts[e.name] = self.canonical(e.ty)
+            if want is not None:
+                self.demands[e.name].append(want)
+            return layout
+        if isinstance(e, (ir.Load, ir.Full, ir.Arange, ir.Splat)):
+            return want or self.canonical(e.ty)
+        if isinstance(e, ir.Broadcast):
+            layout = want or self.canonical(e.ty)
+            self.expr(e.value, layout.broadcast_from(e.value.ty.shape))
+            return layout
+        if isinstance(e, ir.ExpandDims):
+            return self.expr(e.value, want.squeeze(e.axis) if want else None).expand(e.axis)
+        if isinstance(e, ir.Reshape):
+            return self.expr(e.value, want.reshape(e.value.ty.shape) if want else None).reshape(e.ty.shape)
+        if isinstance(e, ir.Permute):
+            return self.expr(e.value, want.inverse_permute(e.perm) if want else None).permute(e.perm)
+        if isinstance(e, ir.Reduce):
+            return self.expr(e.value, None).slice(e.axis)
+        if isinstance(e, ir.Mma):
+            m, n = e.ty.shape
+            layout = mma_accumulator(m, n, self.threads)
+            self.expr(e.acc, layout)
+            for operand in (e.a, e.b):
+                if not (isinstance(operand, ir.Var) and operand.name in self.smem):
+                    self.expr(operand, None)
+            return layout
+        # elementwise: BinOp, Compare, UnaryOp, Cast, Math, Where -- operands have the result's shape
+        operands = [c for c in ir.children(e) if isinstance(c, ir.Expr) and isinstance(c.ty, TileT)]
+        layout, strong = want, None
+        if layout is None:
+            strong = min(operands, key=_anchor_rank)
+            if _anchor_rank(strong) < len(_ANCHOR_RANKS):
+                layout = self.expr(strong, None)
+            else:
+                strong, layout = None, self.canonical(e.ty)
+        for c in operands:
+            if c is not strong:
+                self.expr(c, layout)
+        return layout
+
+
+def describe(plan: Plan) -> str:
+    """A human-readable summary, for debugging and ``inspect``."""
+    lines = [f"threads: {plan.threads}"]
+    for name, layout in sorted(plan.var_layouts.items()):
+        lines.append(f"  {name}: regs {layout.nregs} {layout.reg} threads {layout.thread}")
+    for p in plan.pipelines.values():
+        lines.append(f"  pipeline over `{p.loop.var}`: {p.stages} stages of {p.stage_bytes} bytes "
+                     f"({', '.join(op.name for op in p.operands)})")
+    return "\n".join(lines)
+
+
+__all__ = ["Pipeline", "PipelinedOperand", "Plan", "describe", "make_plan"]

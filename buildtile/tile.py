@@ -1,0 +1,120 @@
+"""The Tile track's language surface: ``@tile.kernel``, ``tile.Out``, ``tile.load``...
+
+A tile kernel describes what one tile of data does; the compiler picks the
+GPU threads behind it and how the tile's elements are spread over them::
+
+    from buildtile import tile
+    from buildtile.types import f32, Tensor
+
+    @tile.kernel(specialize=[{"z": [1024]}, {"z": [4096]}])
+    def add(x: Tensor[f32, 1], y: Tensor[f32, 1], z: tile.Out[f32, 1]):
+        z.store(tile.load_like(x, z) + tile.load_like(y, z))
+
+Inside a kernel these names are read by the compiler from the source, never
+executed. At import time ``@tile.kernel`` returns a launchable handle bound
+to the kernel's compiled specializations; ``tile.partition`` and
+``tile.tensor`` are the host-side handles a launch takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from buildtile.types import _ParamKind
+
+#: ``tile.Out[T, rank]``: an output partitioned into tiles on the host
+Out = _ParamKind("tile.Out", takes_rank=True)
+
+#: tile shapes a kernel without ``specialize=`` is compiled for, by the rank of its outputs
+DEFAULT_TILE_SHAPES = {1: (1024,), 2: (64, 64), 3: (4, 16, 16)}
+
+
+def kernel(fn: Callable | None = None, *, specialize: Sequence[Mapping[str, Sequence[int]]] | None = None,
+           requires: Sequence[str] = ()):
+    """Declare a tile kernel.
+
+    ``specialize`` lists the tile shapes to compile ahead of time, one dict per
+    specialization giving every ``tile.Out`` parameter's tile shape
+    (``[{"z": [128]}, {"z": [1024]}]``); a launch picks the one matching its
+    partitions. Without it a kernel is compiled once, with tiles of 1024
+    (1-D outputs), 64 x 64 (2-D) or 4 x 16 x 16 (3-D). Tile extents are
+    powers of two. ``requires`` are relations over the parameters checked
+    before each launch, as for SIMT kernels (``"x.shape[0] == z.shape[0]"``).
+    """
+
+    def wrap(pyfunc: Callable):
+        from buildtile.runtime.tile_kernel import TileKernel
+
+        return TileKernel(pyfunc)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def partition(array: object, tile_shape):
+    """``tile.partition(z, [128])``: the output ``z`` cut into tiles, for a ``tile.Out`` parameter."""
+    from buildtile.runtime.tile_partition import partition as make_partition
+
+    return make_partition(array, tile_shape)
+
+
+def tensor(array: object, *, name: str | None = None):
+    """``tile.tensor(x)``: an owned handle over ``x`` that launches move and give back."""
+    from buildtile.runtime.tile_tensor import tensor as make_tensor
+
+    return make_tensor(array, name=name)
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division, ``-(-a // b)``: the number of tiles of ``b`` that cover ``a``."""
+    return -(-a // b)
+
+
+def _device_only(name: str):
+    def stub(*args, **kwargs):
+        raise RuntimeError(f"tile.{name}() can only be used inside a @tile.kernel")
+
+    stub.__name__ = name
+    return stub
+
+
+#: operations that exist only inside kernels (the compiler reads them from the source)
+DEVICE_FUNCTIONS = (
+    "load", "load_like", "store", "zeros", "full", "arange", "where", "astype",
+    "reshape", "permute", "transpose", "mma", "sum", "max", "min", "range",
+    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "sin", "cos", "erf",
+    "floor", "ceil", "maximum", "minimum", "pow", "sigmoid",
+)
+
+load = _device_only("load")
+load_like = _device_only("load_like")
+store = _device_only("store")
+zeros = _device_only("zeros")
+full = _device_only("full")
+arange = _device_only("arange")
+where = _device_only("where")
+astype = _device_only("astype")
+reshape = _device_only("reshape")
+permute = _device_only("permute")
+transpose = _device_only("transpose")
+mma = _device_only("mma")
+sum = _device_only("sum")
+max = _device_only("max")
+min = _device_only("min")
+range = _device_only("range")
+exp = _device_only("exp")
+exp2 = _device_only("exp2")
+log = _device_only("log")
+log2 = _device_only("log2")
+sqrt = _device_only("sqrt")
+rsqrt = _device_only("rsqrt")
+abs = _device_only("abs")
+tanh = _device_only("tanh")
+sin = _device_only("sin")
+cos = _device_only("cos")
+erf = _device_only("erf")
+floor = _device_only("floor")
+ceil = _device_only("ceil")
+maximum = _device_only("maximum")
+minimum = _device_only("minimum")
+pow = _device_only("pow")
+sigmoid = _device_only("sigmoid")

@@ -1,0 +1,157 @@
+"""The Tile pipeline without a GPU: every example kernel's specializations -> PTX -> cubin.
+
+Also the promises of the lowering that can be read off the PTX: 128-bit
+non-coherent loads and 128-bit stores, warp shuffles for reductions,
+tensor-core ``mma.sync`` fed by ``ldmatrix`` and ``cp.async``, the thread
+count as ``.reqntid``; and the manifest records the build writes.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from buildtile.backend import CompileOptions
+from buildtile.discovery import KernelModule, find_kernels
+from buildtile.errors import CompileError
+from buildtile.plugins import backends
+from buildtile.toolchain.nvjitlink import ptx_to_cubin
+
+ROOT = Path(__file__).parent.parent
+TILES = ROOT / "example_project" / "example_kernels" / "tiles.py"
+CASES = Path(__file__).parent / "tile_cases.py"
+OPTIONS = CompileOptions()
+IMPL = backends()["tile"].impl
+
+
+def analyzed(path: Path, module: str) -> dict:
+    return {src.name: IMPL.analyze(src, OPTIONS)
+            for src in find_kernels(KernelModule(module, path), backends(), ROOT) if src.kind == "tile"}
+
+
+KERNELS = analyzed(TILES, "example_kernels.tiles")
+CASE_KERNELS = analyzed(CASES, "tile_cases")
+SPECS = [(name, s) for name, k in sorted(KERNELS.items()) for s in IMPL.specializations(k)]
+
+
+@cache
+def ptx_of(name: str, symbol: str, target: str = "sm_90") -> str:
+    kernel = KERNELS.get(name) or CASE_KERNELS[name]
+    (spec,) = [s for s in IMPL.specializations(kernel) if s.symbol == symbol]
+    return IMPL.to_ptx(kernel, target, OPTIONS, specialization=spec)
+
+
+def spec_of(name: str, shape: tuple) -> object:
+    return next(s for s in IMPL.specializations(KERNELS[name]) if tuple(next(iter(s.tile_shapes.values()))) == shape)
+
+
+def test_the_example_module_has_every_kernel_of_the_issue():
+    assert set(KERNELS) == {"add", "scale_bias", "softmax", "layernorm", "row_sum", "matmul_f16", "matmul_bf16"}
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name,spec", SPECS, ids=[s.symbol.split("__", 1)[1] for _, s in SPECS])
+def test_example_specialization_links_to_cubin(name, spec, target):
+    ptx = ptx_of(name, spec.symbol, target)
+    assert f".target {target}" in ptx
+    assert f".visible .entry {spec.symbol}(" in ptx
+    assert re.search(rf"\.reqntid {spec.block[0]}, 1, 1\b", ptx)
+    cubin = ptx_to_cubin(ptx, target)
+    assert cubin[:4] == b"\x7fELF" and spec.symbol.encode() in cubin
+
+
+@pytest.mark.parametrize("name", sorted(["relu_scaled", "half_affine", "index_pattern", "transpose", "flatten",
+                                         "add3d", "col_sum", "row_max_to_cols", "smooth", "matmul_registers"]))
+def test_feature_kernel_links_to_cubin(name):
+    (spec,) = IMPL.specializations(CASE_KERNELS[name])
+    assert ptx_to_cubin(ptx_of(name, spec.symbol, "sm_80"), "sm_80")[:4] == b"\x7fELF"
+
+
+def test_elementwise_tiles_move_16_bytes_per_access_on_the_fast_path():
+    ptx = ptx_of("add", spec_of("add", (1024,)).symbol)
+    # 1024 f32 over 128 threads: two 16-byte runs per thread, for x and y, read non-coherently
+    assert len(re.findall(r"ld\.global\.nc\.v4\.b32", ptx)) == 4
+    assert len(re.findall(r"st\.global\.v4\.b32", ptx)) == 2
+    # the masked path for ragged tiles: predicated scalar accesses
+    assert "@p ld.global.nc.b32" in ptx and "@p st.global.b32" in ptx
+
+
+def test_row_reductions_use_warp_shuffles_and_shared_memory_across_warps():
+    one_warp_row = ptx_of("softmax", spec_of("softmax", (4, 256)).symbol)
+    wide_row = ptx_of("softmax", spec_of("softmax", (1, 4096)).symbol)
+    assert "shfl.sync.bfly.b32" in one_warp_row and "shfl.sync.bfly.b32" in wide_row
+    assert "bar.sync" in wide_row and "st.shared" in wide_row
+
+
+@pytest.mark.parametrize("name,dtype", [("matmul_f16", "f16"), ("matmul_bf16", "bf16")])
+def test_matmul_runs_on_tensor_cores_fed_by_cp_async(name, dtype):
+    ptx = ptx_of(name, spec_of(name, (128, 128)).symbol)
+    assert re.search(rf"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.{dtype}\.{dtype}\.f32", ptx)
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx
+    assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group" in ptx
+    assert ".extern .shared .align 16 .b8 __buildtile_tile_smem[]" in ptx
+    # a 128 x 128 tile over 8 warps of 32 x 64, K step 32: 2 k-steps x 2 x 8 fragments
+    assert len(re.findall(r"mma\.sync", ptx)) == 32
+
+
+def test_matmul_pipeline_stages_set_its_shared_memory():
+    big, small = spec_of("matmul_bf16", (128, 128)), spec_of("matmul_bf16", (64, 64))
+    # four stages of a 128x32 and a 32x128 bf16 tile; then 64x32 and 32x64
+    assert (big.shared_bytes, big.block) == (4 * 2 * 128 * 32 * 2, [256, 1, 1])
+    assert (small.shared_bytes, small.block) == (4 * 2 * 64 * 32 * 2, [128, 1, 1])
+
+
+def test_kernels_without_shared_memory_declare_none():
+    assert spec_of("add", (1024,)).shared_bytes == 0
+    assert spec_of("scale_bias", (64, 64)).shared_bytes == 0
+
+
+def test_params_follow_abi_v1():
+    assert KERNELS["layernorm"].params == [
+        {"name": "x", "kind": "tensor", "dtype": "f32", "rank": 2, "role": "in"},
+        {"name": "weight", "kind": "tensor", "dtype": "f32", "rank": 1, "role": "in"},
+        {"name": "bias", "kind": "tensor", "dtype": "f32", "rank": 1, "role": "in"},
+        {"name": "eps", "kind": "scalar", "dtype": "f32", "rank": 0, "role": "in"},
+        {"name": "z", "kind": "tile_out", "dtype": "f32", "rank": 2, "role": "out"},
+    ]
+    ptx = ptx_of("layernorm", spec_of("layernorm", (1, 1024)).symbol)
+    symbol = spec_of("layernorm", (1, 1024)).symbol
+    # pointer + extents + strides per array, the scalar: 5 + 3 + 3 + 1 + 5
+    assert len(re.findall(rf"{symbol}_param_\d+[,\n]", ptx)) == 17
+
+
+def test_tile_record_follows_the_manifest_format():
+    kernel = KERNELS["add"]
+    artifacts = {s.symbol: {"sm_90": {"kind": "cubin", "path": f"kernels/{s.symbol}.sm_90.cubin", "sha256": "0"}}
+                 for s in IMPL.specializations(kernel)}
+    record = IMPL.tile_record(kernel, artifacts)
+    assert record["grid_param"] == "z"
+    assert record["specializations"] == [
+        {"tile_shapes": {"z": [1024]}, "symbol": "example_kernels_tiles__add__t1024", "block": [128, 1, 1],
+         "shared_bytes": 0, "artifacts": artifacts["example_kernels_tiles__add__t1024"]},
+        {"tile_shapes": {"z": [4096]}, "symbol": "example_kernels_tiles__add__t4096", "block": [256, 1, 1],
+         "shared_bytes": 0, "artifacts": artifacts["example_kernels_tiles__add__t4096"]},
+    ]
+    assert kernel.symbol == "example_kernels_tiles__add__t1024"
+    assert kernel.contract["block"] is None
+    assert kernel.contract["requires"][0]["text"] == "x.shape[0] == z.shape[0]"
+
+
+def test_mma_kernels_require_ampere():
+    kernel = KERNELS["matmul_bf16"]
+    assert kernel.contract["min_compute_capability"] == 80
+    assert KERNELS["add"].contract["min_compute_capability"] is None
+    with pytest.raises(CompileError, match="needs sm_80 or newer") as err:
+        IMPL.to_ptx(kernel, "sm_75", OPTIONS)
+    assert err.value.code == "BT0600"
+
+
+def test_every_target_gets_the_same_llvm_ir():
+    # the build caches and parallelises by LLVM IR; the target only enters at PTX
+    spec = spec_of("row_sum", (64,))
+    assert IMPL.llvm_ir(KERNELS["row_sum"], OPTIONS, spec) == spec.lowered.llvm_ir
+    assert IMPL.llvm_ir(KERNELS["row_sum"], OPTIONS) == IMPL.specializations(KERNELS["row_sum"])[0].lowered.llvm_ir

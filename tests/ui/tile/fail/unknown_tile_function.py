@@ -1,0 +1,8 @@
+# expect: BT0425 8:13
+from buildtile import tile
+from buildtile.types import Tensor, f32
+
+
+@tile.kernel
+def k(x: Tensor[f32, 1], z: tile.Out[f32, 1]):
+    z.store(tile.softplus(tile.load_like(x, z)))
