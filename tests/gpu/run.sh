@@ -11,6 +11,13 @@ status=0
 "$python" -m pip install -q --no-deps --no-build-isolation ./example_project || exit 1
 "$python" -m pip install -q --no-deps --no-build-isolation ./example_project_mixed || status=1
 "$python" -m example_kernels || status=1
-"$python" -m pytest -q -m gpu -rs tests/gpu tests/test_runtime_gpu_ptx.py || status=1
+"$python" -m pytest -q -m gpu -rs tests/gpu tests/test_runtime_gpu_ptx.py "$@" || status=1
 for bench in benchmarks/bench_*.py; do "$python" "$bench" || status=1; done
+# C++ launch overhead against raw cuLaunchKernel, on this GPU's vecadd cubin
+cmake_dir="$("$python" -m example_kernels --cmake-dir)" || exit 1
+sm="$("$python" -c 'import torch; print("sm_%d%d" % torch.cuda.get_device_capability())')"
+cubin="$(dirname "$cmake_dir")/kernels/example_kernels_ops__vecadd.$sm.cubin"
+build="$(mktemp -d)"
+cmake -S benchmarks/cpp_launch -B "$build" -Dexample_kernels_DIR="$cmake_dir" > "$build/configure.log" &&
+    cmake --build "$build" > "$build/build.log" && "$build/launch_overhead" "$cubin" || status=1
 exit "$status"
