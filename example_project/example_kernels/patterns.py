@@ -136,3 +136,35 @@ def laplacian_3d(u: Tensor[f32, 3], out: DisjointTensor[f32, 3]):
                             + u[z, y, x - 1] + u[z, y, x + 1] - 6.0 * u[z, y, x])
         else:
             out[z, y, x] = u[z, y, x]
+
+
+@simt.kernel(block=REDUCE_BLOCK)
+def sum_partials(x: Slice[f32], partial: DisjointSlice[f32]):
+    """partial[b] = block b's share of sum(x): each thread strides over the whole input
+    (four independent loads in flight per step), then the block reduces its threads."""
+    i = simt.index_1d()
+    stride = simt.grid_dim.x * REDUCE_BLOCK
+    k = i
+    acc0 = 0.0
+    acc1 = 0.0
+    acc2 = 0.0
+    acc3 = 0.0
+    while k + 3 * stride < len(x):
+        acc0 += x[k]
+        acc1 += x[k + stride]
+        acc2 += x[k + 2 * stride]
+        acc3 += x[k + 3 * stride]
+        k += 4 * stride
+    while k < len(x):
+        acc0 += x[k]
+        k += stride
+    v = warp_sum((acc0 + acc1) + (acc2 + acc3))
+    with simt.unsafe():
+        warp_totals = simt.shared_array(f32, WARPS)
+        if simt.lane_id() == 0:
+            warp_totals[simt.warp_id()] = v
+        simt.sync_threads()
+        if simt.warp_id() == 0:
+            total = warp_sum(warp_totals[simt.lane_id()] if simt.lane_id() < WARPS else 0.0)
+            if simt.lane_id() == 0:
+                partial[simt.block_idx.x] = total

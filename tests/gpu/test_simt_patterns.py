@@ -79,3 +79,12 @@ def test_laplacian_3d_matches_numpy(patterns, shape):
     want[inner] = (u[:-2, 1:-1, 1:-1] + u[2:, 1:-1, 1:-1] + u[1:-1, :-2, 1:-1] + u[1:-1, 2:, 1:-1]
                    + u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:] - 6.0 * u[inner])
     np.testing.assert_allclose(host(out), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n,blocks", [(1, 1), (1000, 3), (1_000_003, 7), (4_000_037, 264)])
+def test_sum_partials_adds_up_to_the_total(patterns, n, blocks):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    partial = cuda(np.full(blocks, np.nan, np.float32))
+    patterns.sum_partials[blocks](cuda(x), partial)
+    np.testing.assert_allclose(host(partial).astype(np.float64).sum(), x.astype(np.float64).sum(),
+                               rtol=1e-5, atol=1e-3 * np.sqrt(n))
