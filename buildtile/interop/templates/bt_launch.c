@@ -161,6 +161,7 @@ static int bt_cuda_fail(bt_CUresult r, const char* kernel, const char* call)
  * walk the list without the lock. */
 struct bt_loaded {
     unsigned long long context;    /* cuCtxGetId, or the handle on older drivers */
+    bt_CUdevice device;            /* the context's device: no cuCtxGetDevice per launch */
     bt_CUmodule module;
     int cc;
     int max_threads;
@@ -178,7 +179,7 @@ static bt_CUcontext bt_primary[BT_MAX_DEVICES]; /* retained once each, under bt_
 
 /* The context to launch in: the thread's current one, else the primary
  * context of the arguments' device, made current as the runtime API does. */
-static int bt_context(const bt_kernel* k, const bt_arg* args, bt_CUcontext* ctx, bt_CUdevice* dev)
+static int bt_context(const bt_kernel* k, const bt_arg* args, bt_CUcontext* ctx)
 {
     bt_CUresult r = bt_cu.cuCtxGetCurrent(ctx);
     if (r != 0)
@@ -204,9 +205,6 @@ static int bt_context(const bt_kernel* k, const bt_arg* args, bt_CUcontext* ctx,
         if (r != 0)
             return bt_cuda_fail(r, k->name, "cuCtxSetCurrent");
     }
-    r = bt_cu.cuCtxGetDevice(dev);
-    if (r != 0)
-        return bt_cuda_fail(r, k->name, "cuCtxGetDevice");
     return BT_OK;
 }
 
@@ -353,7 +351,7 @@ static const bt_loaded* bt_find(bt_module* m, unsigned long long context)
     return NULL;
 }
 
-static int bt_module_in(const bt_kernel* k, bt_CUcontext ctx, bt_CUdevice dev, const bt_loaded** out)
+static int bt_module_in(const bt_kernel* k, bt_CUcontext ctx, const bt_loaded** out)
 {
     unsigned long long context = (unsigned long long)(uintptr_t)ctx;
     if (bt_cu.cuCtxGetId != NULL) {
@@ -367,6 +365,10 @@ static int bt_module_in(const bt_kernel* k, bt_CUcontext ctx, bt_CUdevice dev, c
         return BT_OK;
 
     int status = BT_OK;
+    bt_CUdevice dev;
+    bt_CUresult r = bt_cu.cuCtxGetDevice(&dev);   /* only on the first launch in a context */
+    if (r != 0)
+        return bt_cuda_fail(r, k->name, "cuCtxGetDevice");
     pthread_mutex_lock(&bt_lock);
     *out = bt_find(m, context);
     if (*out == NULL) {
@@ -374,6 +376,7 @@ static int bt_module_in(const bt_kernel* k, bt_CUcontext ctx, bt_CUdevice dev, c
         status = bt_load(k, dev, &e);
         if (status == BT_OK) {
             e->context = context;
+            e->device = dev;
             e->next = m->loaded;
             __atomic_store_n(&m->loaded, e, __ATOMIC_RELEASE);
             *out = e;
@@ -425,19 +428,19 @@ int bt_launch(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* b
     if (status != BT_OK)
         return status;
     bt_CUcontext ctx;
-    bt_CUdevice dev;
-    status = bt_context(k, args, &ctx, &dev);
+    status = bt_context(k, args, &ctx);
     if (status != BT_OK)
         return status;
+    const bt_loaded* e = NULL;
+    status = bt_module_in(k, ctx, &e);
+    if (status != BT_OK)
+        return status;
+    const bt_CUdevice dev = e->device;
     for (int i = 0; i < k->n_buffers; ++i)
         if (args[i].device_type == kDLCUDA && args[i].device_id != dev)
             return bt_fail(BT_ERR_MISMATCHED_TYPES, "make the arguments' device current (cudaSetDevice) before launching",
                            "mismatched types: parameter `%s` of kernel `%s` is on cuda:%d, but the current "
                            "CUDA context is on cuda:%d", k->buffers[i].name, k->name, args[i].device_id, dev);
-    const bt_loaded* e = NULL;
-    status = bt_module_in(k, ctx, dev, &e);
-    if (status != BT_OK)
-        return status;
 
     const uint32_t* b = block != NULL ? block : k->block;
     const uint32_t shared = cfg->shared_mem != 0 ? cfg->shared_mem : k->dynamic_shared;
