@@ -25,11 +25,11 @@ def half_affine(x: Tensor[f16, 1], z: tile.Out[f16, 1]):
 
 @tile.kernel(specialize=[{"z": [128]}])
 def index_pattern(z: tile.Out[i32, 1]):
-    """arange, integer tiles, // and %, a scalar meeting an i32 tile."""
+    """arange, integer tiles, // and %, a scalar meeting an i32 tile, num_tiles."""
     n = z.tile_shape[0]
     first = z.tile_id(0) * n
     idx = tile.arange(n, i32) + i32(first)
-    z.store(idx * 3 % 7 + idx // 5)
+    z.store(idx * 3 % 7 + idx // 5 + i32(z.num_tiles(0)))
 
 
 @tile.kernel(specialize=[{"z": [32, 64]}])

@@ -44,27 +44,55 @@ def scale_bias(x: Tensor[f32, 2], scale: Tensor[f32, 1], bias: Tensor[f32, 1], z
 @tile.kernel(specialize=[{"z": [1, 1024]}, {"z": [1, 4096]}, {"z": [4, 256]}],
              requires=["x.shape[0] == z.shape[0]", "x.shape[1] == z.shape[1]"])
 def softmax(x: Tensor[f32, 2], z: tile.Out[f32, 2]):
-    """Softmax of each row. A tile spans whole rows: partition with tiles at least as wide as a row."""
+    """Softmax of each row: one pass when a tile spans whole rows, else the row's statistics
+    are gathered over its tiles first (a block reads the whole row, writes its own tile)."""
+    rows, cols = z.tile_shape
     t = tile.load_like(x, z, padding=-math.inf)
-    e = tile.exp(t - tile.max(t, axis=1)[:, None])
-    z.store(e / tile.sum(e, axis=1)[:, None])
+    if z.num_tiles(1) == 1:
+        e = tile.exp(t - tile.max(t, axis=1)[:, None])
+        z.store(e / tile.sum(e, axis=1)[:, None])
+    else:
+        i = z.tile_id(0)
+        top = tile.full((rows,), -math.inf, f32)
+        for k in tile.range(z.num_tiles(1)):
+            top = tile.maximum(top, tile.max(tile.load(x, (i, k), (rows, cols), padding=-math.inf), axis=1))
+        total = tile.zeros((rows,), f32)
+        for k in tile.range(z.num_tiles(1)):
+            part = tile.load(x, (i, k), (rows, cols), padding=-math.inf)
+            total = total + tile.sum(tile.exp(part - top[:, None]), axis=1)
+        z.store(tile.exp(t - top[:, None]) / total[:, None])
 
 
 @tile.kernel(specialize=[{"z": [1, 1024]}, {"z": [4, 256]}],
              requires=["x.shape[0] == z.shape[0]", "x.shape[1] == z.shape[1]",
                        "weight.shape[0] == z.shape[1]", "bias.shape[0] == z.shape[1]"])
 def layernorm(x: Tensor[f32, 2], weight: Tensor[f32, 1], bias: Tensor[f32, 1], eps: f32, z: tile.Out[f32, 2]):
-    """Layer normalisation of each row (whole rows per tile), then a per-column weight and bias."""
-    cols = z.tile_shape[1]
+    """Layer normalisation of each row, then a per-column weight and bias. One pass when a tile
+    spans whole rows, else the row's mean and variance are gathered over its tiles first."""
+    rows, cols = z.tile_shape
     n = x.shape[1]
+    i, j = z.tile_id(0), z.tile_id(1)
     t = tile.load_like(x, z)
-    mean = tile.sum(t, axis=1) / n
-    inside = tile.arange(cols) < n
-    centered = tile.where(inside[None, :], t - mean[:, None], 0.0)
-    rstd = 1.0 / tile.sqrt(tile.sum(centered * centered, axis=1) / n + eps)
-    w = tile.load(weight, (0,), (cols,))
-    b = tile.load(bias, (0,), (cols,))
-    z.store(centered * rstd[:, None] * w[None, :] + b[None, :])
+    columns = tile.arange(cols)[None, :]
+    if z.num_tiles(1) == 1:
+        mean = tile.sum(t, axis=1) / n
+        centered = tile.where(columns < n, t - mean[:, None], 0.0)
+        var = tile.sum(centered * centered, axis=1) / n
+    else:
+        total = tile.zeros((rows,), f32)
+        for k in tile.range(z.num_tiles(1)):
+            total = total + tile.sum(tile.load(x, (i, k), (rows, cols)), axis=1)
+        mean = total / n
+        squares = tile.zeros((rows,), f32)
+        for k in tile.range(z.num_tiles(1)):
+            inside = columns + k * cols < n
+            d = tile.where(inside, tile.load(x, (i, k), (rows, cols)) - mean[:, None], 0.0)
+            squares = squares + tile.sum(d * d, axis=1)
+        var = squares / n
+        centered = t - mean[:, None]
+    w = tile.load(weight, (j,), (cols,))
+    b = tile.load(bias, (j,), (cols,))
+    z.store(centered * (1.0 / tile.sqrt(var + eps))[:, None] * w[None, :] + b[None, :])
 
 
 @tile.kernel(specialize=[{"z": [64]}, {"z": [16]}], requires=["x.shape[0] == z.shape[0]"])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import re
 import shutil
 import struct
@@ -208,7 +209,7 @@ def runtime_library() -> Path:
         compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
         if compiler is None:
             raise RuntimeError("the tile emulator needs a C compiler (cc, gcc or clang)")
-        tmp = out.with_suffix(".tmp.so")
+        tmp = out.with_suffix(f".{os.getpid()}.tmp.so")   # several test processes may build it at once
         subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-pthread", "-o", str(tmp), str(HERE / "runtime.c"), "-lm"],
                        check=True, capture_output=True)
         tmp.replace(out)

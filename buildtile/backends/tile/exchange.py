@@ -22,7 +22,6 @@ import llvmlite.ir as lir
 from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.llvmutil import (
     F32T,
-    I1,
     I8,
     I32,
     I64,

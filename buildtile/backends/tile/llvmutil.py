@@ -9,25 +9,19 @@ from __future__ import annotations
 
 import llvmlite.ir as lir
 
-from buildtile.backends.simt.lower import (  # noqa: F401 - the shared scalar conventions
-    DATALAYOUT,
-    TRIPLE,
-    convert,
-    from_memory,
-    round_half,
-    to_memory,
-)
-from buildtile.backends.simt.lower import (
-    abi_type as mem_type,
-)
-from buildtile.backends.simt.lower import (
-    llvm_type as reg_type,
-)
+from buildtile.backends.simt import lower as _simt
 from buildtile.backends.tile.types import BF16, BOOL, F16, Scalar
 
 I1, I8, I16, I32, I64 = lir.IntType(1), lir.IntType(8), lir.IntType(16), lir.IntType(32), lir.IntType(64)
 F32T, F64T, HALF = lir.FloatType(), lir.DoubleType(), lir.HalfType()
 VOID = lir.VoidType()
+
+# the SIMT backend's scalar conventions, shared so that both tracks agree on every value
+DATALAYOUT, TRIPLE = _simt.DATALAYOUT, _simt.TRIPLE
+reg_type = _simt.llvm_type          # a value's register type (f16/bf16: f32)
+mem_type = _simt.abi_type           # how an element is stored (bool: i8, bf16: its 16 bits)
+from_memory, to_memory = _simt.from_memory, _simt.to_memory
+round_half, convert = _simt.round_half, _simt.convert
 GLOBAL_PTR = lir.PointerType(addrspace=1)
 SHARED_PTR = lir.PointerType(addrspace=3)
 

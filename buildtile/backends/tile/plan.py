@@ -12,9 +12,9 @@ Three decisions, all made before any code is emitted:
   layout. Loads and constants adopt whatever layout is asked of them (a load
   can read any layout straight from memory), so data rarely moves between
   threads; where layouts still differ the emitter converts through shared
-  memory. A name keeps one layout: the one of an ``mma`` assigned to it,
-  else the one all its uses ask for (when its values can be built so),
-  else that of its first value.
+  memory. A name keeps one layout (see :func:`assign_layouts`), chosen so
+  that loop-carried values -- mma accumulators, running reductions -- never
+  move inside the loop.
 * **pipelines** -- a ``tile.range`` loop whose body loads f16/bf16 tiles
   used only as ``mma`` operands is software-pipelined: those loads go
   straight to shared memory with ``cp.async``, several iterations ahead.
