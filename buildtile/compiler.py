@@ -99,23 +99,30 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
                  options.opt_level, settings.jobs, Progress(log))
         records, timings = [], {}
         for k in kernels:
-            artifacts = {}
-            for job in jobs[k.symbol]:
-                target = job.target
-                timings[(k.source.name, target)] = job.seconds
-                artifacts[target] = _write(staging, f"kernels/{k.symbol}.{target}.cubin", job.cubin, "cubin")
-                if settings.ptx and target == kernel_targets(k, targets)[0]:
-                    # the lowest target it is built for: PTX the driver can JIT on newer GPUs
-                    artifacts["ptx"] = {**_write(staging, f"kernels/{k.symbol}.{target}.ptx", job.ptx.encode(), "ptx"),
-                                        "target": target}
-                pm.hook.buildtile_after_compile(project=project, kernel=k, target=target,
-                                                artifact=Artifact(k.source.name, target, "cubin", job.cubin, job.seconds))
-            records.append({
+            impl = backends[k.source.kind].impl
+            artifacts_of: dict[str, dict] = {}
+            for symbol, _ in compile_entries(impl, k):
+                artifacts = artifacts_of[symbol] = {}
+                for job in jobs[symbol]:
+                    target = job.target
+                    timings[(symbol, target)] = job.seconds
+                    artifacts[target] = _write(staging, f"kernels/{symbol}.{target}.cubin", job.cubin, "cubin")
+                    if settings.ptx and target == kernel_targets(k, targets)[0]:
+                        # the lowest target it is built for: PTX the driver can JIT on newer GPUs
+                        artifacts["ptx"] = {**_write(staging, f"kernels/{symbol}.{target}.ptx", job.ptx.encode(),
+                                                     "ptx"), "target": target}
+                    pm.hook.buildtile_after_compile(project=project, kernel=k, target=target,
+                                                    artifact=Artifact(k.source.name, target, "cubin", job.cubin,
+                                                                      job.seconds))
+            record = {
                 "name": k.source.name, "module": k.source.module, "symbol": k.symbol, "kind": k.source.kind,
                 "source": {"file": k.source.display_file, "line": k.source.node.lineno},
-                "params": k.params, "contract": k.contract, "artifacts": artifacts,
+                "params": k.params, "contract": k.contract, "artifacts": artifacts_of[k.symbol],
                 **({"bounds_sites": k.extra["bounds_sites"]} if "bounds_sites" in k.extra else {}),
-            })
+            }
+            if hasattr(impl, "tile_record"):   # one compiled entry per tile shape
+                record["tile"] = impl.tile_record(k, artifacts_of)
+            records.append(record)
         manifest = {
             "manifest_version": manifest_io.MANIFEST_VERSION, "abi_version": ABI_VERSION,
             "package": project.package, "package_version": project.version, "buildtile_version": __version__,
@@ -163,19 +170,29 @@ def _plan_jobs(project: Project, kernels: list[AnalyzedKernel], targets: list[st
     for k in kernels:
         backend = backends[k.source.kind]
         lower = getattr(backend.impl, "llvm_ir", None)
-        llvm_ir = lower(k, options) if lower is not None else None
-        # without LLVM IR, the kernel's whole module source stands in for its content
-        content = llvm_ir if llvm_ir is not None else "\n".join(k.source.lines) + k.source.name
-        for target in kernel_targets(k, targets):
-            pm.hook.buildtile_before_compile(project=project, kernel=k, target=target)
-            key = cache_key(__version__, backend.kind, backend.version, toolchain, target,
-                            str(options.opt_level), options.checks, content)
-            make_ptx = None
-            if llvm_ir is None:
-                make_ptx = lambda impl=backend.impl, k=k, t=target: impl.to_ptx(k, t, options)  # noqa: E731
-            plan.setdefault(k.symbol, []).append(Job(f"{k.source.module}.{k.source.name} -> {target}", target, key,
-                                                     llvm_ir, make_ptx))
+        for symbol, spec in compile_entries(backend.impl, k):
+            extra = {"specialization": spec} if spec is not None else {}
+            llvm_ir = lower(k, options, **extra) if lower is not None else None
+            # without LLVM IR, the kernel's whole module source stands in for its content
+            content = llvm_ir if llvm_ir is not None else "\n".join(k.source.lines) + symbol
+            label = f"{k.source.module}.{k.source.name}" + (f" {spec.tile_shapes}" if spec is not None else "")
+            for target in kernel_targets(k, targets):
+                pm.hook.buildtile_before_compile(project=project, kernel=k, target=target)
+                key = cache_key(__version__, backend.kind, backend.version, toolchain, target,
+                                str(options.opt_level), options.checks, content)
+                make_ptx = None
+                if llvm_ir is None:
+                    make_ptx = lambda impl=backend.impl, k=k, t=target, e=extra: impl.to_ptx(k, t, options, **e)  # noqa: E731
+                plan.setdefault(symbol, []).append(Job(f"{label} -> {target}", target, key, llvm_ir, make_ptx))
     return plan
+
+
+def compile_entries(impl, kernel: AnalyzedKernel) -> list[tuple[str, object]]:
+    """(PTX entry name, specialization) of each compiled entry of a kernel: one, or
+    one per specialization for backends that have them (tile shapes)."""
+    if hasattr(impl, "specializations"):
+        return [(spec.symbol, spec) for spec in impl.specializations(kernel)]
+    return [(kernel.symbol, None)]
 
 
 def _write(root: Path, rel: str, data: bytes, kind: str) -> dict:

@@ -45,8 +45,13 @@ def describe(target: str, as_json: bool = False) -> str:
         params = ", ".join(f"{p['name']}: {_spell(p)}" for p in k["params"])
         block = k["contract"].get("block")
         out.append(f"\n{k['module']}.{k['name']}({params})  [{k['kind']}, block={tuple(block) if block else 'none (unsafe_launch only)'}]")
-        for key, art in sorted(k["artifacts"].items()):
-            out.append(f"    {key:<6} {art['kind']:<5} {sizes.get(art['path'], art.get('size', 0)):>8} bytes  sha256 {art['sha256'][:12]}")
+        for spec in k.get("tile", {}).get("specializations", [{"artifacts": k["artifacts"]}]):
+            if "tile_shapes" in spec:
+                out.append(f"  tile shapes {spec['tile_shapes']}: block {tuple(spec['block'])}, "
+                           f"{spec['shared_bytes']} bytes of shared memory")
+            for key, art in sorted(spec["artifacts"].items()):
+                out.append(f"    {key:<6} {art['kind']:<5} {sizes.get(art['path'], art.get('size', 0)):>8} bytes  "
+                           f"sha256 {art['sha256'][:12]}")
     libs = [n for n in sizes if n.startswith("lib/")]
     if libs:
         out.append("\nC ABI: " + ", ".join(f"{n} ({sizes[n]} bytes)" for n in libs))
@@ -54,12 +59,12 @@ def describe(target: str, as_json: bool = False) -> str:
 
 
 _SPELL = {"slice": "Slice", "disjoint_slice": "DisjointSlice", "atomic_slice": "AtomicSlice",
-          "tensor": "Tensor", "disjoint_tensor": "DisjointTensor"}
+          "tensor": "Tensor", "disjoint_tensor": "DisjointTensor", "tile_out": "tile.Out"}
 
 
 def _spell(p: dict) -> str:
     if p["kind"] == "scalar":
         return p["dtype"]
-    if p["kind"] in ("tensor", "disjoint_tensor"):
+    if p["kind"] in ("tensor", "disjoint_tensor", "tile_out"):
         return f"{_SPELL[p['kind']]}[{p['dtype']}, {p['rank']}]"
     return f"{_SPELL[p['kind']]}[{p['dtype']}]"

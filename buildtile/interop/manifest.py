@@ -54,7 +54,7 @@ Tile kernels (``"kind": "tile"``) have the same record, plus::
                 "tile_shapes": {"z": [128]},           # every Out parameter's tile shape
                 "symbol": "example_kernels_tiles__add__t128",
                 "block": [128, 1, 1],                  # threads the compiler chose for it
-                "shared_bytes": 0,                     # static shared memory it uses
+                "shared_bytes": 0,                     # dynamic shared memory each launch provides
                 "artifacts": {...}                     # as for SIMT kernels
               }
             ]
