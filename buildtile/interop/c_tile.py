@@ -88,7 +88,10 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
     out.append(f"static const bt_param_spec bt_buffers_{i}[] = {{")
     for p in buffers:
         code, bits = DTYPES[p.dtype][1], DTYPES[p.dtype][2]
-        out.append(f"    {{{string_literal(p.name)}, BT_KIND_TILE, {p.rank}, {_ROLES[p.role]}, {code}, {bits}, "
+        # inputs may be any strided view (the kernel reads through its strides); a tile.Out is
+        # written a tile at a time and must be row-major contiguous
+        kind = "BT_KIND_TILE" if p.is_tile_out else "BT_KIND_TENSOR"
+        out.append(f"    {{{string_literal(p.name)}, {kind}, {p.rank}, {_ROLES[p.role]}, {code}, {bits}, "
                    f"{string_literal(p.type_name)}}},")
     out.append("};")
     grid_buffer = [p.name for p in buffers].index(kernel.tile.grid_param)

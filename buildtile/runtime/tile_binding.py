@@ -203,7 +203,7 @@ def _view(sig: TileSignature, p: TileParam, obj: object, stream: int) -> ArrayVi
         raise _mismatch(sig, p, view.describe(), view.problem)
     if p.is_out and view.read_only:
         raise _mismatch(sig, p, view.describe(), "it is read-only, and the kernel writes it")
-    if not view.is_contiguous():
+    if p.is_out and not view.is_contiguous():   # inputs are read through their strides
         raise _mismatch(sig, p, view.describe(),
                         f"not contiguous: strides {tuple(view.strides)} in elements; tile kernels take "
                         "row-major contiguous tensors",

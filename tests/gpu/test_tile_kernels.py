@@ -40,7 +40,7 @@ def cuda(a: np.ndarray, dtype=None):
 
 
 def nans(shape, dtype=torch.float32):
-    return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+    return torch.full((shape,) if isinstance(shape, int) else shape, float("nan"), dtype=dtype, device="cuda")
 
 
 def run(kernel, *args):

@@ -32,7 +32,8 @@ extern "C" {
 /* Highest tensor rank a launcher accepts (the generator enforces it). */
 #define BT_MAX_RANK 8
 
-/* BT_KIND_TILE: a Tile kernel's tensor, which must be row-major contiguous. */
+/* BT_KIND_TILE: a Tile kernel's tile.Out, which must be row-major contiguous (its
+ * inputs are BT_KIND_TENSOR: any strides). */
 enum { BT_KIND_SLICE = 0, BT_KIND_TENSOR = 1, BT_KIND_TILE = 2 };
 enum { BT_ROLE_IN = 0, BT_ROLE_OUT = 1, BT_ROLE_INOUT = 2 };
 enum { BT_IMAGE_CUBIN = 0, BT_IMAGE_PTX = 1 };
