@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-import pluggy
-
 __version__ = "0.1.0"
 
-#: marker for plugin hook implementations (``@hookimpl def buildtile_...``)
-hookimpl = pluggy.HookimplMarker("buildtile")
-
 __all__ = ["__version__", "hookimpl"]
+
+
+def __getattr__(name: str):
+    # imported on first use: build tools load buildtile's setuptools integration from any
+    # environment that lists it, and importing the package must not need pluggy there
+    if name == "hookimpl":
+        import pluggy
+
+        marker = pluggy.HookimplMarker("buildtile")
+        globals()["hookimpl"] = marker
+        return marker
+    raise AttributeError(f"module 'buildtile' has no attribute {name!r}")
