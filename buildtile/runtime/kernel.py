@@ -28,7 +28,7 @@ from buildtile.runtime.contract import (
 )
 from buildtile.runtime.driver import get_driver
 from buildtile.runtime.launch import CheckedPreparedLaunch, PreparedLaunch
-from buildtile.runtime.package import KernelFunction, PackageRuntime, package_runtime
+from buildtile.runtime.package import KernelFunction, PackageRuntime, bind_to_manifest
 from buildtile.runtime.signature import KernelSignature
 
 #: ``kernel[grid]`` keeps this many prepared configurations before starting over
@@ -81,17 +81,8 @@ class Kernel:
         with self._lock:
             if self._signature is not None:
                 return self._signature
-            module, name = self.pyfunc.__module__, self.pyfunc.__name__
-            package = package_runtime(module, name)
-            record = package.kernel_record(module, name)
-            if record.get("kind", self.kind) != self.kind:
-                raise BuildtileError(
-                    f"kernel `{name}` is declared as a {self.kind} kernel but the manifest of package "
-                    f"`{package.name}` lists it as {record.get('kind')!r}",
-                    code="BT0620",
-                    help="the package is out of date: rebuild or reinstall it",
-                )
-            signature = KernelSignature(record, f"kernel `{name}` in {package.manifest_file}")
+            package, record = bind_to_manifest(self.pyfunc, self.kind)
+            signature = KernelSignature(record, f"kernel `{self.pyfunc.__name__}` in {package.manifest_file}")
             self._package, self._record = package, record
             # decided once: only debug builds look for out-of-range reads before each launch
             self._launch_class = CheckedPreparedLaunch if package.debug else PreparedLaunch

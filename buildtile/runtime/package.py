@@ -86,6 +86,21 @@ _packages: dict[str, PackageRuntime] = {}
 _packages_lock = threading.Lock()
 
 
+def bind_to_manifest(pyfunc, kind: str) -> tuple[PackageRuntime, dict]:
+    """The package runtime and manifest record of the kernel ``pyfunc`` of kind ``kind``."""
+    module, name = pyfunc.__module__, pyfunc.__name__
+    package = package_runtime(module, name)
+    record = package.kernel_record(module, name)
+    if record.get("kind", "simt") != kind:
+        raise BuildtileError(
+            f"kernel `{name}` is declared as a {kind} kernel but the manifest of package "
+            f"`{package.name}` lists it as {record.get('kind')!r}",
+            code="BT0620",
+            help="the package is out of date: rebuild or reinstall it",
+        )
+    return package, record
+
+
 def package_runtime(module: str, kernel: str = "") -> PackageRuntime:
     """The runtime of the package that contains ``module`` (reads its manifest on first use)."""
     top = module.partition(".")[0]

@@ -23,10 +23,10 @@ import functools
 import threading
 from collections.abc import Callable
 
-from buildtile.errors import BuildtileError, ContractError
+from buildtile.errors import ContractError
 from buildtile.runtime.contract import check_compute_capability
 from buildtile.runtime.driver import get_driver
-from buildtile.runtime.package import KernelFunction, PackageRuntime, package_runtime
+from buildtile.runtime.package import KernelFunction, PackageRuntime, bind_to_manifest
 from buildtile.runtime.streams import default_stream
 from buildtile.runtime.tile_binding import bind, settle_device
 from buildtile.runtime.tile_launch import PendingLaunch
@@ -78,17 +78,8 @@ class TileKernel:
         with self._lock:
             if self._signature is not None:
                 return self._signature
-            module, name = self.pyfunc.__module__, self.pyfunc.__name__
-            package = package_runtime(module, name)
-            record = package.kernel_record(module, name)
-            if record.get("kind") != "tile":
-                raise BuildtileError(
-                    f"kernel `{name}` is declared as a tile kernel but the manifest of package "
-                    f"`{package.name}` lists it as {record.get('kind')!r}",
-                    code="BT0620",
-                    help="the package is out of date: rebuild or reinstall it",
-                )
-            signature = TileSignature(record, f"kernel `{name}` in {package.manifest_file}")
+            package, record = bind_to_manifest(self.pyfunc, "tile")
+            signature = TileSignature(record, f"kernel `{self.pyfunc.__name__}` in {package.manifest_file}")
             self._package, self._record = package, record
             self._signature = signature
             return signature

@@ -12,7 +12,7 @@ from buildtile.errors import CompileError
 from buildtile.interop.abi import mangle
 from buildtile.toolchain.ptx import llvm_to_ptx
 from buildtile.backends.simt import frontend, ir, lower, ownership
-from buildtile.backends.simt.types import Scalar, SliceT, TensorT, param_kind_name
+from buildtile.backends.simt.types import Scalar, param_kind_name
 
 
 def params_record(kernel_ir) -> list[dict]:

@@ -902,7 +902,7 @@ class _KernelTyper:
             weak, strong = (lt, rt) if isinstance(lt, Weak) else (rt, lt)
             if weak.kind == "float" and not strong.is_float:
                 self.type_mismatch(node, "this operation", str(strong), weak,
-                                   help=f"cast explicitly, e.g. `f32(...)`, or use an integer literal")
+                                   help="cast explicitly, e.g. `f32(...)`, or use an integer literal")
             if strong == BOOL:
                 self.type_mismatch(node, "this operation", "numbers", strong)
             return strong
