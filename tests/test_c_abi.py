@@ -207,16 +207,22 @@ class FakeState(ctypes.Structure):
 @pytest.fixture
 def fake(fake_driver_path, package, shim_path, tmp_path, monkeypatch):
     """(shim, driver lib, driver state): a fresh shim over the fake driver, device 0 current, cc 9.0."""
-    monkeypatch.setenv("BUILDTILE_LIBCUDA", str(fake_driver_path))
-    driver = ctypes.CDLL(str(fake_driver_path))
-    state = FakeState.in_dll(driver, "fake")
-    state.cc_major, state.cc_minor, state.device_count = 9, 0, 2
-    state.init_result = state.refuse_cubin = state.refuse_ptx = 0
-    driver.fake_reset_observations()
-    driver.fake_make_current(0, 1)
+    driver, state = fresh_fake_driver(fake_driver_path, monkeypatch, devices=2)
     copy = tmp_path / "libshim.so"
     shutil.copy(shim_path, copy)
     return Shim(copy, package[1]), driver, state
+
+
+def fresh_fake_driver(path, monkeypatch, *, devices: int):
+    """The fake driver, reset: ``devices`` devices of compute capability 9.0, device 0 current."""
+    monkeypatch.setenv("BUILDTILE_LIBCUDA", str(path))
+    driver = ctypes.CDLL(str(path))
+    state = FakeState.in_dll(driver, "fake")
+    state.cc_major, state.cc_minor, state.device_count = 9, 0, devices
+    state.init_result = state.refuse_cubin = state.refuse_ptx = 0
+    driver.fake_reset_observations()
+    driver.fake_make_current(0, 1)
+    return driver, state
 
 
 def expect_params(state, kernel: dict) -> list[int | float | bytes]:
@@ -1030,13 +1036,7 @@ def test_a_coarsened_kernel_launches_fewer_blocks_and_gets_the_logical_grid_last
     lib = tmp_path / "libcoarse.so"
     run([CC, "-std=c11", *WARNINGS, "-fPIC", "-shared", "-I", project / "include", "-I", project / "src",
          *sorted((project / "src").glob("*.c")), "-o", lib, "-ldl", "-lpthread"])
-    monkeypatch.setenv("BUILDTILE_LIBCUDA", str(fake_driver_path))
-    driver = ctypes.CDLL(str(fake_driver_path))
-    state = FakeState.in_dll(driver, "fake")
-    state.cc_major, state.cc_minor, state.device_count = 9, 0, 1
-    state.init_result = state.refuse_cubin = state.refuse_ptx = 0
-    driver.fake_reset_observations()
-    driver.fake_make_current(0, 1)
+    _, state = fresh_fake_driver(fake_driver_path, monkeypatch, devices=1)
     shim = Shim(lib, manifest)
     flat = expect_params(state, shim.kernels["vecadd"])
     state.param_count = len(flat) + 1          # the logical grid.x travels last, as an int64
