@@ -1,4 +1,4 @@
-"""`buildtile new NAME` makes a project that builds at once and whose tests pass."""
+"""`buildtile new NAME` makes a project (a SIMT and a Tile kernel) that builds at once and whose tests pass."""
 
 from __future__ import annotations
 
