@@ -54,6 +54,9 @@ shfl_xor = _device_only("shfl_xor")
 shfl_idx = _device_only("shfl_idx")
 ballot = _device_only("ballot")
 shared_array = _device_only("shared_array")
+dynamic_shared_array = _device_only("dynamic_shared_array")
+any = _device_only("any")  # noqa: A001 - simt.any(pred), a warp vote, as in CUDA's __any_sync
+all = _device_only("all")  # noqa: A001
 
 
 class _Dim3:

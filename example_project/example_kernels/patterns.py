@@ -168,3 +168,16 @@ def sum_partials(x: Slice[f32], partial: DisjointSlice[f32]):
             total = warp_sum(warp_totals[simt.lane_id()] if simt.lane_id() < WARPS else 0.0)
             if simt.lane_id() == 0:
                 partial[simt.block_idx.x] = total
+
+
+@simt.kernel(block=REDUCE_BLOCK, dynamic_shared=REDUCE_BLOCK * 4)
+def reverse_blocks(x: Slice[f32], out: DisjointSlice[f32]):
+    """Each block's chunk of x, reversed, staged through dynamic shared memory."""
+    i = simt.index_1d()
+    t = simt.thread_idx.x
+    with simt.unsafe():
+        stage = simt.dynamic_shared_array(f32)
+        stage[t] = x[i] if i < len(x) else 0.0
+        simt.sync_threads()
+        if i < len(out):
+            out[i] = stage[REDUCE_BLOCK - 1 - t]

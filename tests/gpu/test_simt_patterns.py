@@ -88,3 +88,13 @@ def test_sum_partials_adds_up_to_the_total(patterns, n, blocks):
     patterns.sum_partials[blocks](cuda(x), partial)
     np.testing.assert_allclose(host(partial).astype(np.float64).sum(), x.astype(np.float64).sum(),
                                rtol=1e-5, atol=1e-3 * np.sqrt(n))
+
+
+@pytest.mark.parametrize("n", [256, 1000, 65_536 + 17])
+def test_reverse_blocks_through_dynamic_shared_memory(patterns, n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    out = cuda(np.full(n, np.nan, np.float32))
+    patterns.reverse_blocks[(n + 255) // 256](cuda(x), out)
+    padded = np.zeros((n + 255) // 256 * 256, np.float32)
+    padded[:n] = x
+    np.testing.assert_array_equal(host(out), padded.reshape(-1, 256)[:, ::-1].reshape(-1)[:n])

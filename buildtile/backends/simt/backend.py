@@ -53,6 +53,11 @@ class SimtBackend:
             elif contract["block"] is not None and kernel_ir.index_dims:
                 _check_block_dims(contract["block"], kernel_ir.index_dims, source, diags)
             contract["coarsen"] = COARSEN_FACTOR if can_coarsen(kernel_ir, contract) else 1
+            if any(t.dynamic for t in kernel_ir.shared.values()) and not contract["dynamic_shared"]:
+                diags.append(Diagnostic(
+                    "BT0600", "the kernel uses `simt.dynamic_shared_array` but its launch contract gives it no bytes",
+                    Span.of(source.decorator, source.display_file, source.lines),
+                    help="declare the bytes each launch provides at least: `@simt.kernel(..., dynamic_shared=4096)`"))
         if diags:
             raise CompileError(sorted(diags, key=lambda d: (d.span.line if d.span else 0, d.span.col if d.span else 0)))
         analyzed = AnalyzedKernel(

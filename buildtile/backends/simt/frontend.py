@@ -782,7 +782,10 @@ class _KernelTyper:
 
     def call_len(self, node: ast.Call):
         if len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id in self.shared:
-            return ir.Const(I64, value=self.shared[node.args[0].id].ty.size, src=node)
+            shared = self.shared[node.args[0].id]
+            if shared.ty.dynamic:
+                return ir.Len(I64, param=shared.name, src=node)
+            return ir.Const(I64, value=shared.ty.size, src=node)
         if len(node.args) != 1 or not (isinstance(node.args[0], ast.Name) and node.args[0].id in self.params):
             self.fail("BT0308", node, "`len()` takes one slice or tensor parameter")
         param = self.params[node.args[0].id]
@@ -859,6 +862,16 @@ class _KernelTyper:
             if size * elem.bits // 8 > 48 * 1024:
                 self.fail("BT0600", node, f"{size} x {elem} is more than the 48 KiB of static shared memory a block has")
             return ir.Intrinsic(SharedT(elem, size), name="shared_array", src=node)
+        if name == "dynamic_shared_array":
+            if self.device_fn is not None:
+                self.fail("BT0200", node, "shared arrays are declared in kernels, not in device functions")
+            elem = _scalar_of(node.args[0], self.ns) if len(node.args) == 1 else None
+            if elem is None or elem == BOOL:
+                self.fail("BT0308", node, "`simt.dynamic_shared_array(T)` takes one numeric element type (f32, i32, ...)")
+            if any(t.ty.dynamic for t in self.shared.values()):
+                self.fail("BT0308", node, "a kernel has one dynamic shared array",
+                          help="every dynamic shared array is the same memory: split one array by offsets")
+            return ir.Intrinsic(SharedT(elem, 0, dynamic=True), name="shared_array", src=node)
         if name in ("shfl_down", "shfl_xor", "shfl_idx"):
             if len(node.args) != 2:
                 self.fail("BT0308", node, f"`simt.{name}(value, {'lane' if name == 'shfl_idx' else 'offset'})` takes 2 arguments")

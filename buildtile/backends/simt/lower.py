@@ -267,15 +267,24 @@ class _Lowering:
             for extent in self.params[p.name].shape:
                 self.alloca_builder.call(assume, [self.alloca_builder.icmp_signed(">=", extent, I64T(0))])
         for name, ty in self.kernel.shared.items():
-            buf = lir.GlobalVariable(self.module, lir.ArrayType(abi_type(ty.elem), ty.size), f"{self.symbol}.{name}", addrspace=3)
-            buf.linkage = "internal"
-            buf.initializer = lir.Constant(buf.value_type, lir.Undefined)
+            buf = lir.GlobalVariable(self.module, lir.ArrayType(abi_type(ty.elem), ty.size),
+                                     f"{self.symbol}__shared_{name}", addrspace=3)   # a PTX identifier
             buf.align = 16
+            if ty.dynamic:   # `extern .shared`: the bytes the launch gives as dynamic shared memory
+                buf.linkage = "external"
+            else:
+                buf.linkage = "internal"
+                buf.initializer = lir.Constant(buf.value_type, lir.Undefined)
             # seen through an untyped shared-space pointer, a shared array indexes like a slice
             # (llvmlite types globals with typed pointers; the int round trip folds away in LLVM)
             as_int = self.alloca_builder.ptrtoint(buf, I64T)
             data = self.alloca_builder.inttoptr(as_int, lir.PointerType(addrspace=3), name=name)
-            self.params[name] = _ArrayParam(data, [I64T(ty.size)], [I64T(1)], ty.elem)
+            length = I64T(ty.size)
+            if ty.dynamic:
+                size = self.alloca_builder.call(
+                    lir.InlineAsm(lir.FunctionType(I32T, []), "mov.u32 $0, %dynamic_smem_size;", "=r"), [])
+                length = self.alloca_builder.udiv(self.alloca_builder.zext(size, I64T), I64T(max(1, ty.elem.bits // 8)))
+            self.params[name] = _ArrayParam(data, [length], [I64T(1)], ty.elem)
         self._alloc_locals()
         if coarsen > 1:
             self._coarsened_body(coarsen, fn.args[-1])

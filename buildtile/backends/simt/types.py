@@ -116,12 +116,13 @@ class SharedT:
     """``simt.shared_array(T, n)``: block-shared memory, usable only inside ``simt.unsafe()``."""
 
     elem: Scalar
-    size: int
+    size: int                 # elements; for a dynamic array, known only at launch
     access: str = "shared"
     rank: int = 1
+    dynamic: bool = False     # simt.dynamic_shared_array(T): sized by the launch's dynamic shared memory
 
     def __str__(self) -> str:
-        return f"SharedArray[{self.elem}, {self.size}]"
+        return f"SharedArray[{self.elem}, {'dynamic' if self.dynamic else self.size}]"
 
 
 VOID = Scalar("void", 0, "void")
