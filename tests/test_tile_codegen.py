@@ -94,8 +94,9 @@ def test_matmul_runs_on_tensor_cores_fed_by_cp_async(name, dtype):
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx
     assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group" in ptx
     assert ".extern .shared .align 16 .b8 __buildtile_tile_smem[]" in ptx
-    # a 128 x 128 tile over 8 warps of 32 x 64, K step 32: 2 k-steps x 2 x 8 fragments
-    assert len(re.findall(r"mma\.sync", ptx)) == 32
+    # a 128 x 128 tile over 8 warps of 32 x 64, K step 32: 2 k-steps x 2 x 8 fragments, in each
+    # of the loop's two versions (all cp.async, or with masked copies)
+    assert len(re.findall(r"mma\.sync", ptx)) == 2 * 32
 
 
 def test_matmul_pipeline_stages_set_its_shared_memory():
@@ -103,6 +104,22 @@ def test_matmul_pipeline_stages_set_its_shared_memory():
     # four stages of a 128x32 and a 32x128 bf16 tile; then 64x32 and 32x64
     assert (big.shared_bytes, big.block) == (4 * 2 * 128 * 32 * 2, [256, 1, 1])
     assert (small.shared_bytes, small.block) == (4 * 2 * 64 * 32 * 2, [128, 1, 1])
+
+
+def test_large_matmul_tile_takes_one_block_per_sm_and_no_call_in_its_hot_loop():
+    wide = spec_of("matmul_bf16", (128, 256))
+    # 8 warps of 64 x 64: four stages of a 128x32 and a 32x256 bf16 tile
+    assert (wide.shared_bytes, wide.block) == (4 * (128 * 32 + 32 * 256) * 2, [256, 1, 1])
+    ptx = ptx_of("matmul_bf16", wide.symbol)
+    # 128 accumulators a thread: registers for one block per SM, not two
+    assert ".minnctapersm 1" in ptx
+    assert ".minnctapersm 2" in ptx_of("matmul_bf16", spec_of("matmul_bf16", (128, 128)).symbol)
+    # the pipeline is emitted twice, chosen once per block: all cp.async (2 + 4 copies per thread
+    # and stage, 3 stages ahead plus 1 per iteration) and the same with the masked copy as the
+    # alternative, so only the second version's loop holds a call (3 in its prologue, 1 in its loop)
+    assert len(re.findall(r"mma\.sync", ptx)) == 2 * (2 * 4 * 8)
+    assert len(re.findall(r"cp\.async\.cg\.shared\.global", ptx)) == 2 * 6 * 4
+    assert len(re.findall(r"call\.uni \S*copy_masked_bf16_128x32,", ptx)) == 4
 
 
 def test_kernels_without_shared_memory_declare_none():

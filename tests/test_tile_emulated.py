@@ -106,7 +106,7 @@ def test_row_sum_walks_the_row(shape):
 MATMUL_SHAPES = [(1, 1, 1), (70, 50, 45), (130, 136, 104)]   # K=104 takes the cp.async path, 45 the masked one
 
 
-@pytest.mark.parametrize("tile_shape", [(128, 128), (64, 64)])
+@pytest.mark.parametrize("tile_shape", [(128, 128), (64, 64), (128, 256)])
 @pytest.mark.parametrize("m,n,k", MATMUL_SHAPES)
 def test_matmul_bf16_accumulates_in_f32(tile_shape, m, n, k):
     a = bf16_bits(rng(7).standard_normal((m, k)))

@@ -106,7 +106,7 @@ def row_sum(x: Tensor[f32, 2], z: tile.Out[f32, 1]):
     z.store(acc)
 
 
-@tile.kernel(specialize=[{"c": [128, 128]}, {"c": [64, 64]}],
+@tile.kernel(specialize=[{"c": [128, 128]}, {"c": [64, 64]}, {"c": [128, 256]}],
              requires=["a.shape[0] == c.shape[0]", "b.shape[1] == c.shape[1]", "a.shape[1] == b.shape[0]"])
 def matmul_f16(a: Tensor[f16, 2], b: Tensor[f16, 2], c: tile.Out[f16, 2]):
     """c = a @ b on tensor cores, f16 inputs, f32 accumulation, f16 result."""
@@ -120,7 +120,7 @@ def matmul_f16(a: Tensor[f16, 2], b: Tensor[f16, 2], c: tile.Out[f16, 2]):
     c.store(acc.astype(f16))
 
 
-@tile.kernel(specialize=[{"c": [128, 128]}, {"c": [64, 64]}],
+@tile.kernel(specialize=[{"c": [128, 128]}, {"c": [64, 64]}, {"c": [128, 256]}],
              requires=["a.shape[0] == c.shape[0]", "b.shape[1] == c.shape[1]", "a.shape[1] == b.shape[0]"])
 def matmul_bf16(a: Tensor[bf16, 2], b: Tensor[bf16, 2], c: tile.Out[bf16, 2]):
     """c = a @ b on tensor cores, bf16 inputs, f32 accumulation, bf16 result."""

@@ -56,8 +56,9 @@ MATH = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "abs": 
         "cos": 1, "erf": 1, "floor": 1, "ceil": 1, "sigmoid": 1, "maximum": 2, "minimum": 2, "pow": 2}
 INT_MATH = {"abs", "maximum", "minimum"}
 REDUCTIONS = ("sum", "max", "min")
-#: the most elements one tile may have (registers: 64 f32 per thread at 256 threads)
-MAX_TILE_ELEMENTS = 1 << 14
+#: the most elements one tile may have (registers: 128 f32 per thread at 256 threads, as a
+#: 128 x 256 mma accumulator takes)
+MAX_TILE_ELEMENTS = 1 << 15
 _CONST_NAMES = {"math.inf": math.inf, "math.nan": math.nan, "math.pi": math.pi, "math.e": math.e}
 
 

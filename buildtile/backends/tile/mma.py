@@ -208,7 +208,27 @@ def emit_pipelined_loop(em, pipe) -> None:
     Iteration ``it`` waits for its own copies (``cp.async.wait_group stages-2``), then a barrier
     publishes them to all threads and also proves every thread is done with the stage that the
     copies for iteration ``it + stages - 1`` overwrite next.
+
+    The loop is emitted twice, chosen once per block: one where every operand takes ``cp.async``
+    and one for misaligned or strided operands. The hot version then holds no call to the cold
+    masked copy: a call inside the loop makes ptxas save and reload live registers around it
+    (local-memory traffic in every iteration, although the call never runs).
     """
+    b = em.b
+    fast = {op.name: contiguous_aligned(em, em.arrays[op.load.param], CHUNK) for op in pipe.operands}
+    all_fast = None
+    for flag in fast.values():
+        all_fast = flag if all_fast is None else b.and_(all_fast, flag)
+    with b.if_else(all_fast, likely=True) as (then, otherwise):
+        with then:
+            _emit_pipeline(em, pipe, {name: None for name in fast})
+        with otherwise:
+            _emit_pipeline(em, pipe, fast)
+
+
+def _emit_pipeline(em, pipe, fast: dict) -> None:
+    """One version of the pipelined loop; ``fast[name]`` is None where that operand always takes
+    ``cp.async``, else the run-time test choosing between ``cp.async`` and the masked copy."""
     b = em.b
     loop = pipe.loop
     stages = pipe.stages
@@ -216,7 +236,6 @@ def emit_pipelined_loop(em, pipe) -> None:
     span = b.sub(stop, start)
     span = b.select(b.icmp_signed(">", span, I64(0)), span, I64(0))
     trips = b.sdiv(b.add(span, I64(loop.step - 1)), I64(loop.step))
-    fast = {op.name: contiguous_aligned(em, em.arrays[op.load.param], CHUNK) for op in pipe.operands}
 
     def issue(j: lir.Value, stage: lir.Value) -> None:
         em.overrides[loop.var] = b.add(start, b.mul(j, I64(loop.step)))
@@ -271,13 +290,17 @@ def _wait(em, pending: int) -> None:
     em.b.call(declare(em.module, "llvm.nvvm.cp.async.wait.group", VOID, [I32]), [I32(pending)])
 
 
-def _copy_tile(em, arr, origin: list, rows: int, cols: int, dst: lir.Value, fast: lir.Value) -> None:
+def _copy_tile(em, arr, origin: list, rows: int, cols: int, dst: lir.Value, fast: lir.Value | None) -> None:
     """Copy the ``rows`` x ``cols`` tile at ``origin`` of ``arr`` into the stage at byte ``dst``,
-    16 bytes per thread per step; elements past the array's edge become zeros."""
+    16 bytes per thread per step; elements past the array's edge become zeros. ``fast`` None:
+    the array is known contiguous and aligned, only ``cp.async`` is emitted."""
     b = em.b
     threads = em.plan.threads
     per_row = cols // 8
     total = rows * per_row
+    if fast is None:
+        _copy_chunks(em, arr, origin, per_row, total, threads, dst, cols, async_copy=True)
+        return
     with b.if_else(fast, likely=True) as (then, otherwise):
         with then:
             _copy_chunks(em, arr, origin, per_row, total, threads, dst, cols, async_copy=True)

@@ -32,6 +32,8 @@ from buildtile.backends.tile.types import BOOL, MMA_DTYPES, TileT, elem_bytes
 MAX_THREADS = 256
 #: registers per thread that mma kernels are fitted into
 MMA_REGISTERS = 128
+#: accumulators per thread that still leave room in MMA_REGISTERS for fragments and addresses
+MMA_ACCUMULATORS_SHARED = 64
 #: shared memory the software pipeline of one loop may take (every sm_80+ GPU has more per block)
 PIPELINE_BYTES = 96 * 1024
 MAX_STAGES = 4
@@ -88,10 +90,19 @@ def make_plan(kernel: ir.KernelIR) -> Plan:
     var_layouts = assign_layouts(kernel, threads, smem)
     uses_mma = any(isinstance(e, ir.Mma) for e in ir.walk_exprs(kernel.body))
     rank = next(iter(len(s) for s in kernel.tile_shapes.values()), 0)
-    # tensor-core loops hide latency with more warps per SM: ask ptxas for registers that fit
-    # several blocks (128 per thread), which the accumulators and fragments fit without spilling
-    min_blocks = max(1, 65536 // (threads * MMA_REGISTERS)) if uses_mma else None
+    min_blocks = _mma_min_blocks(kernel, threads) if uses_mma else None
     return Plan(threads, var_layouts, pipelines, grouped_grid=uses_mma and rank == 2, min_blocks=min_blocks)
+
+
+def _mma_min_blocks(kernel: ir.KernelIR, threads: int) -> int:
+    """Blocks per SM to fit registers for. Small warp tiles (up to 64 accumulators a thread) fit
+    in 128 registers, so several blocks share an SM and hide each other's latency. Larger warp
+    tiles (64 x 64: 128 accumulators) take one block and up to 255 registers: at 128 ptxas would
+    reload each fragment just before its mma, exposing every ldmatrix latency."""
+    acc = max(e.ty.shape[0] * e.ty.shape[1] for e in ir.walk_exprs(kernel.body) if isinstance(e, ir.Mma))
+    if acc // threads > MMA_ACCUMULATORS_SHARED:
+        return 1
+    return max(1, 65536 // (threads * MMA_REGISTERS))
 
 
 # ------------------------------------------------------------------ threads
