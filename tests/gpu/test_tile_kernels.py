@@ -73,7 +73,7 @@ def test_add_matches_numpy(tiles, tile_shape, n):
 
 def test_add_reads_strided_views(tiles):
     base = cuda(rand(20_001, 3))
-    x, y = base[::2], base[1:10_001]          # a stride of 2; a pointer 4 bytes past alignment
+    x, y = base[::2], base[1:10_002]          # a stride of 2; a pointer 4 bytes past alignment
     *_, z = run(tiles.add, x, y, tile.partition(nans(10_001), [1024]))
     np.testing.assert_array_equal(host(z), host(x) + host(y))
 
