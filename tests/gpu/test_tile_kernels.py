@@ -120,7 +120,7 @@ def test_row_sum_matches_numpy(tiles, tile_shape, shape):
 MATMUL_SHAPES = [(1, 1, 1), (70, 50, 45), (130, 136, 104), (1000, 777, 333), (257, 1031, 1024), (512, 512, 512)]
 
 
-@pytest.mark.parametrize("tile_shape", [[128, 128], [64, 64]])
+@pytest.mark.parametrize("tile_shape", [[128, 256], [128, 128], [64, 64]])
 @pytest.mark.parametrize("m,n,k", MATMUL_SHAPES)
 @pytest.mark.parametrize("name,dtype", [("matmul_f16", torch.float16), ("matmul_bf16", torch.bfloat16)])
 def test_matmul_matches_numpy(tiles, name, dtype, tile_shape, m, n, k):
