@@ -9,6 +9,7 @@ from pathlib import Path
 
 from buildtile.errors import BuildtileError
 from buildtile.interop import manifest as manifest_io
+from buildtile.interop.abi import spell_type
 
 
 def load_manifest(target: str) -> tuple[dict, dict[str, int]]:
@@ -58,13 +59,5 @@ def describe(target: str, as_json: bool = False) -> str:
     return "\n".join(out)
 
 
-_SPELL = {"slice": "Slice", "disjoint_slice": "DisjointSlice", "atomic_slice": "AtomicSlice",
-          "tensor": "Tensor", "disjoint_tensor": "DisjointTensor", "tile_out": "tile.Out"}
-
-
 def _spell(p: dict) -> str:
-    if p["kind"] == "scalar":
-        return p["dtype"]
-    if p["kind"] in ("tensor", "disjoint_tensor", "tile_out"):
-        return f"{_SPELL[p['kind']]}[{p['dtype']}, {p['rank']}]"
-    return f"{_SPELL[p['kind']]}[{p['dtype']}]"
+    return spell_type(p["kind"], p["dtype"], p["rank"])

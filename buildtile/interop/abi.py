@@ -86,6 +86,22 @@ def kernel_params(params: list[dict]) -> list[PtxParam]:
     return flat
 
 
+#: how each parameter kind is written in kernel source
+KIND_SPELLING = {
+    "slice": "Slice", "disjoint_slice": "DisjointSlice", "atomic_slice": "AtomicSlice",
+    "tensor": "Tensor", "disjoint_tensor": "DisjointTensor", "tile_out": "tile.Out",
+}
+
+
+def spell_type(kind: str, dtype: str, rank: int) -> str:
+    """A parameter's type as written in kernel source: ``f32``, ``Slice[f32]``, ``Tensor[f32, 2]``."""
+    if kind == "scalar":
+        return dtype
+    if kind in ("slice", "disjoint_slice", "atomic_slice"):
+        return f"{KIND_SPELLING[kind]}[{dtype}]"
+    return f"{KIND_SPELLING[kind]}[{dtype}, {rank}]"
+
+
 def launch_extras(contract: dict, grid_x: int) -> tuple[int, list[int]]:
     """(physical grid.x, trailing int64 parameters) of a launch of ``grid_x`` logical blocks."""
     factor = contract.get("coarsen", 1) or 1

@@ -15,21 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildtile.errors import BuildtileError
-from buildtile.interop.abi import DTYPES, PARAM_KINDS, mangle
+from buildtile.interop.abi import DTYPES, PARAM_KINDS, mangle, spell_type
 from buildtile.interop.manifest import check_versions, malformed
 from buildtile.runtime.requires import compile_requirement
 
 #: the highest tensor rank a launcher accepts (BT_MAX_RANK in bt_runtime.h)
 MAX_RANK = 8
 
-_TYPE_NAMES = {
-    "slice": "Slice",
-    "disjoint_slice": "DisjointSlice",
-    "atomic_slice": "AtomicSlice",
-    "tensor": "Tensor",
-    "disjoint_tensor": "DisjointTensor",
-    "tile_out": "tile.Out",
-}
 #: the parameter kinds a Tile kernel takes
 _TILE_KINDS = ("tensor", "tile_out", "scalar")
 #: a tile grid maps at most three output axes onto grid x, y, z
@@ -62,11 +54,7 @@ class Param:
     @property
     def type_name(self) -> str:
         """As written in kernel source: ``f32``, ``Slice[f32]``, ``Tensor[f32, 2]``."""
-        if self.is_scalar:
-            return self.dtype
-        if self.is_slice:
-            return f"{_TYPE_NAMES[self.kind]}[{self.dtype}]"
-        return f"{_TYPE_NAMES[self.kind]}[{self.dtype}, {self.rank}]"
+        return spell_type(self.kind, self.dtype, self.rank)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from buildtile.errors import (
     ContractError,
     TypeMismatchError,
 )
-from buildtile.interop.abi import PARAM_KINDS, kernel_params
+from buildtile.interop.abi import PARAM_KINDS, kernel_params, spell_type
 from buildtile.runtime.arrays import (
     _EXTRACTORS,
     DEVICE,
@@ -85,14 +85,6 @@ Binder = Callable[[tuple, int], "tuple | None"]
 _MAX_BINDERS = 32
 
 SLICE_KINDS = ("slice", "disjoint_slice", "atomic_slice")
-TENSOR_KINDS = ("tensor", "disjoint_tensor")
-_TYPE_NAMES = {
-    "slice": "Slice",
-    "disjoint_slice": "DisjointSlice",
-    "atomic_slice": "AtomicSlice",
-    "tensor": "Tensor",
-    "disjoint_tensor": "DisjointTensor",
-}
 
 
 @dataclass(frozen=True)
@@ -118,11 +110,7 @@ class ParamSpec:
     @property
     def type_text(self) -> str:
         """How the parameter's type was written in the kernel: ``DisjointSlice[f32]``."""
-        if self.kind == "scalar":
-            return self.dtype
-        if self.kind in TENSOR_KINDS:
-            return f"{_TYPE_NAMES[self.kind]}[{self.dtype}, {self.rank}]"
-        return f"{_TYPE_NAMES[self.kind]}[{self.dtype}]"
+        return spell_type(self.kind, self.dtype, self.rank)
 
 
 class ParamLayout:
