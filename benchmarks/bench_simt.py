@@ -12,22 +12,8 @@ ratio to each. Times are medians of CUDA-event timings after warm-up.
 from __future__ import annotations
 
 import argparse
-import statistics
 
-
-def time_ms(torch, fn, repeat: int = 30, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+from timing import time_ms
 
 
 def main() -> None:

@@ -20,26 +20,11 @@ after warm-up; results are checked against PyTorch first.
 from __future__ import annotations
 
 import argparse
-import statistics
+
+from timing import time_ms
 
 #: the matmul specialization measured: 8 warps of 64 x 64 each, one block per SM (see tiles.py)
 MATMUL_TILE = [128, 256]
-
-
-def time_ms(torch, fn, inner: int, repeat: int = 15, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
 
 
 def report(title: str, unit: str, scale: float, ours: tuple[str, float], theirs: tuple[str, float],
@@ -64,8 +49,8 @@ def bench_add(torch, tile, tiles, gib: float, inner: int) -> None:
     torch.cuda.synchronize()
     assert torch.equal(c, a + b), "tiles.add differs from torch"
     report(f"add, f32, n = {n:,} ({gib:g} GiB per array)", "GB/s", 1e9,
-           ("buildtile tiles.add", time_ms(torch, tile_add, inner)),
-           ("torch a + b", time_ms(torch, lambda: torch.add(a, b, out=c), inner)),
+           ("buildtile tiles.add", time_ms(torch, tile_add, inner, repeat=15, warmup=3)),
+           ("torch a + b", time_ms(torch, lambda: torch.add(a, b, out=c), inner, repeat=15, warmup=3)),
            3 * n * 4, ">= 0.95x")
 
 
@@ -80,8 +65,8 @@ def bench_softmax(torch, tile, tiles, rows: int, cols: int, inner: int) -> None:
     torch.cuda.synchronize()
     torch.testing.assert_close(y, torch.softmax(x, 1), rtol=1e-5, atol=1e-6)
     report(f"softmax over rows, f32, {rows} x {cols}", "GB/s", 1e9,
-           ("buildtile tiles.softmax", time_ms(torch, tile_softmax, inner)),
-           ("torch.softmax", time_ms(torch, lambda: torch.softmax(x, 1), inner)),
+           ("buildtile tiles.softmax", time_ms(torch, tile_softmax, inner, repeat=15, warmup=3)),
+           ("torch.softmax", time_ms(torch, lambda: torch.softmax(x, 1), inner, repeat=15, warmup=3)),
            2 * x.numel() * 4, ">= 0.8x")
 
 
@@ -99,8 +84,8 @@ def bench_matmul(torch, tile, tiles, m: int, inner: int) -> None:
     err = ((c.float() - want.float()).abs().max() / want.float().abs().max()).item()
     assert err < 2e-2, f"tiles.matmul_bf16 differs from torch.matmul (max relative error {err:.3g})"
     report(f"matmul, bf16 in / f32 accumulate / bf16 out, {m} x {m} x {m}", "TFLOP/s", 1e12,
-           ("buildtile tiles.matmul_bf16", time_ms(torch, tile_matmul, inner)),
-           ("torch.matmul (cuBLAS)", time_ms(torch, lambda: torch.matmul(a, b, out=c), inner)),
+           ("buildtile tiles.matmul_bf16", time_ms(torch, tile_matmul, inner, repeat=15, warmup=3)),
+           ("torch.matmul (cuBLAS)", time_ms(torch, lambda: torch.matmul(a, b, out=c), inner, repeat=15, warmup=3)),
            2 * m * m * m, ">= 0.4x; goal 0.9x")
 
 

@@ -14,7 +14,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from bench_simt import time_ms
+from timing import time_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 
