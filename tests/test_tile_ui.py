@@ -8,7 +8,6 @@ cubin.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -18,17 +17,12 @@ from buildtile.check import check_file
 from buildtile.discovery import KernelModule, find_kernels
 from buildtile.plugins import backends
 from buildtile.toolchain.nvjitlink import ptx_to_cubin
+from ui_corpus import expected
 
 ROOT = Path(__file__).parent.parent
 UI = Path(__file__).parent / "ui" / "tile"
 FAIL = sorted((UI / "fail").glob("*.py"))
 PASS = sorted((UI / "pass").glob("*.py"))
-
-
-def expected(path: Path) -> list[tuple[str, int, int]]:
-    header = path.read_text().splitlines()[0]
-    assert header.startswith("# expect:"), f"{path.name} lacks its `# expect:` line"
-    return [(c, int(l), int(col)) for c, l, col in re.findall(r"(BT\d{4}) (\d+):(\d+)", header)]
 
 
 @pytest.mark.parametrize("path", FAIL, ids=lambda p: p.stem)
