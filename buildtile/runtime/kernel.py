@@ -28,14 +28,14 @@ from buildtile.runtime.contract import (
 )
 from buildtile.runtime.driver import get_driver
 from buildtile.runtime.launch import CheckedPreparedLaunch, PreparedLaunch
-from buildtile.runtime.package import KernelFunction, PackageRuntime, bind_to_manifest
+from buildtile.runtime.package import KernelFunction, ManifestBound, PackageRuntime, bind_to_manifest
 from buildtile.runtime.signature import KernelSignature
 
 #: ``kernel[grid]`` keeps this many prepared configurations before starting over
 _MAX_CACHED_CONFIGS = 256
 
 
-class Kernel:
+class Kernel(ManifestBound):
     """A compiled kernel of an installed package, launched as ``kernel[grid](*args)``."""
 
     def __init__(self, pyfunc: Callable, kind: str = "simt") -> None:
@@ -62,20 +62,6 @@ class Kernel:
         if signature is None:
             signature = self._bind()
         return signature
-
-    @property
-    def record(self) -> dict:
-        """This kernel's entry in the package manifest."""
-        if self._signature is None:
-            self._bind()
-        return self._record  # type: ignore[return-value]
-
-    @property
-    def package(self) -> PackageRuntime:
-        """The runtime of the package this kernel was compiled into."""
-        if self._signature is None:
-            self._bind()
-        return self._package  # type: ignore[return-value]
 
     def _bind(self) -> KernelSignature:
         with self._lock:

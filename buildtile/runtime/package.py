@@ -86,6 +86,32 @@ _packages: dict[str, PackageRuntime] = {}
 _packages_lock = threading.Lock()
 
 
+class ManifestBound:
+    """What kernel handles share: ``record`` and ``package``, read from the manifest on first use
+    (subclasses set ``_signature``, ``_record`` and ``_package`` in their ``_bind``)."""
+
+    _signature = None
+    _record: dict | None = None
+    _package: PackageRuntime | None = None
+
+    def _bind(self):
+        raise NotImplementedError
+
+    @property
+    def record(self) -> dict:
+        """This kernel's entry in the package manifest."""
+        if self._signature is None:
+            self._bind()
+        return self._record  # type: ignore[return-value]
+
+    @property
+    def package(self) -> PackageRuntime:
+        """The runtime of the package this kernel was compiled into."""
+        if self._signature is None:
+            self._bind()
+        return self._package  # type: ignore[return-value]
+
+
 def bind_to_manifest(pyfunc, kind: str) -> tuple[PackageRuntime, dict]:
     """The package runtime and manifest record of the kernel ``pyfunc`` of kind ``kind``."""
     module, name = pyfunc.__module__, pyfunc.__name__

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from buildtile.errors import ContractError
 from buildtile.runtime.contract import check_compute_capability
 from buildtile.runtime.driver import get_driver
-from buildtile.runtime.package import KernelFunction, PackageRuntime, bind_to_manifest
+from buildtile.runtime.package import KernelFunction, ManifestBound, PackageRuntime, bind_to_manifest
 from buildtile.runtime.streams import default_stream
 from buildtile.runtime.tile_binding import bind, settle_device
 from buildtile.runtime.tile_launch import PendingLaunch
@@ -34,7 +34,7 @@ from buildtile.runtime.tile_signature import TileSignature, TileSpecialization
 from buildtile.runtime.tile_tensor import MoveSite, OwnedHandle, move_all
 
 
-class TileKernel:
+class TileKernel(ManifestBound):
     """A compiled Tile kernel of an installed package: ``kernel(*args).sync_on(stream)``."""
 
     kind = "tile"
@@ -54,20 +54,6 @@ class TileKernel:
     def signature(self) -> TileSignature:
         """Parameters, specializations and ``requires`` of the compiled kernel (reads the manifest once)."""
         return self._signature or self._bind()
-
-    @property
-    def record(self) -> dict:
-        """This kernel's entry in the package manifest."""
-        if self._signature is None:
-            self._bind()
-        return self._record  # type: ignore[return-value]
-
-    @property
-    def package(self) -> PackageRuntime:
-        """The runtime of the package this kernel was compiled into."""
-        if self._signature is None:
-            self._bind()
-        return self._package  # type: ignore[return-value]
 
     @property
     def tile_shapes(self) -> list[dict[str, tuple[int, ...]]]:
