@@ -45,7 +45,9 @@ def describe(target: str, as_json: bool = False) -> str:
     for k in data["kernels"]:
         params = ", ".join(f"{p['name']}: {_spell(p)}" for p in k["params"])
         block = k["contract"].get("block")
-        out.append(f"\n{k['module']}.{k['name']}({params})  [{k['kind']}, block={tuple(block) if block else 'none (unsafe_launch only)'}]")
+        launch = ("one block per tile" if "tile" in k else
+                  f"block={tuple(block)}" if block else "no contract: unsafe_launch only")
+        out.append(f"\n{k['module']}.{k['name']}({params})  [{k['kind']}, {launch}]")
         for spec in k.get("tile", {}).get("specializations", [{"artifacts": k["artifacts"]}]):
             if "tile_shapes" in spec:
                 out.append(f"  tile shapes {spec['tile_shapes']}: block {tuple(spec['block'])}, "

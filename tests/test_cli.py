@@ -42,6 +42,9 @@ def test_build_in_place_then_inspect(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "example_kernels.ops.vecadd(a: Slice[f32], b: Slice[f32], c: DisjointSlice[f32])" in out
     assert "sm_90  cubin" in out and "ptx    ptx" in out
+    assert "example_kernels.tiles.add(x: Tensor[f32, 1], y: Tensor[f32, 1], z: tile.Out[f32, 1])  " \
+           "[tile, one block per tile]" in out
+    assert "tile shapes {'z': [1024]}: block (" in out
 
 
 def test_doctor_reports_each_tool(capsys):
