@@ -3,7 +3,7 @@
 Run on a GPU machine (PyTorch with CUDA needed; CuPy, cuda.core and Triton
 are each measured when importable):
 
-    python benchmarks/bench_launch.py [--launches 20000] [--rounds 3] [--burst 500]
+    python benchmarks/bench_launch.py [--launches 20000] [--rounds 7] [--burst 500]
 
 Three kernels, all ``out[i] = sum of the inputs[i]`` over f32 slices of 1024
 elements, with 1, 3 and 8 array arguments (0, 2 and 7 inputs). They are
@@ -22,8 +22,8 @@ so that the cost of the launch path can be followed on any machine.
 
 Each number is the host time of one launch call: the wall time of
 ``--launches`` calls divided by their number, after warm-up, the best of
-``--rounds`` rounds. The calls are timed in bursts of ``--burst``, and the
-GPU is drained (untimed) between bursts, so that a queue full of tiny
+``--rounds`` rounds, in which the libraries take turns. The calls are
+timed in bursts of ``--burst``, and the GPU is drained (untimed) between bursts, so that a queue full of tiny
 kernels never makes a fast host wait for the GPU. buildtile and Triton
 take PyTorch tensors, CuPy takes CuPy arrays, cuda.core takes
 ``tensor.data_ptr()`` ints. Ratios are against CuPy's RawKernel with the
@@ -121,25 +121,30 @@ def write_package(root: Path, arch: str) -> dict[int, tuple[str, bytes]]:
 
 # ----------------------------------------------------------------------------- timing
 
-def per_launch_us(fn, launches: int, rounds: int, burst: int, synchronize) -> float:
-    """Host time of one ``fn()`` call in microseconds: the mean over ``launches`` calls, the
-    best of ``rounds``. Calls are timed in bursts of ``burst`` with the GPU drained between
-    bursts (untimed), so a queue full of tiny kernels never makes the host wait."""
-    for _ in range(min(launches, 2000)):
-        fn()
+def per_launch_us(rows: dict, launches: int, rounds: int, burst: int, synchronize) -> dict[str, float]:
+    """``{label: host time of one call in microseconds}`` for the callables ``rows``: the mean
+    over ``launches`` calls, the best of ``rounds``. The rows take turns within each round (the
+    order rotates), so a slow spell of the machine hits them alike. Calls are timed in bursts
+    of ``burst`` with the GPU drained between bursts (untimed), so a queue full of tiny kernels
+    never makes the host wait."""
+    for fn in rows.values():
+        for _ in range(min(launches, 2000)):
+            fn()
     synchronize()
-    best = float("inf")
-    for _ in range(rounds):
-        elapsed, done = 0.0, 0
-        while done < launches:
-            count = min(burst, launches - done)
-            start = time.perf_counter()
-            for _ in range(count):
-                fn()
-            elapsed += time.perf_counter() - start
-            done += count
-            synchronize()
-        best = min(best, elapsed / launches * 1e6)
+    best = dict.fromkeys(rows, float("inf"))
+    labels = list(rows)
+    for round_ in range(rounds):
+        for label in labels[round_ % len(labels):] + labels[:round_ % len(labels)]:
+            fn, elapsed, done = rows[label], 0.0, 0
+            while done < launches:
+                count = min(burst, launches - done)
+                start = time.perf_counter()
+                for _ in range(count):
+                    fn()
+                elapsed += time.perf_counter() - start
+                done += count
+                synchronize()
+            best[label] = min(best[label], elapsed / launches * 1e6)
     return best
 
 
@@ -219,8 +224,8 @@ def _triton_kernels():
 
 # ----------------------------------------------------------------------------- main
 
-def measure(arrays: int, ops, images: dict, package_dir: Path, arch: str, time_it, libraries: dict) -> dict:
-    """``{label: microseconds per launch}`` for the kernel with ``arrays`` array arguments."""
+def measure(arrays: int, ops, images: dict, package_dir: Path, arch: str, libraries: dict) -> dict:
+    """``{label: a call that launches}`` for the kernel with ``arrays`` array arguments."""
     import torch
 
     cupy, triton_kernels = libraries["cupy"], libraries["triton"]
@@ -237,32 +242,32 @@ def measure(arrays: int, ops, images: dict, package_dir: Path, arch: str, time_i
     assert torch.allclose(out, expected), f"{name}: wrong result from buildtile"
     stream = torch.cuda.current_stream().cuda_stream
 
-    rows: dict[str, float] = {}
+    rows: dict = {}
     if cupy is not None:
         raw = cupy.RawModule(path=str(package_dir / "_buildtile" / kernel.record["artifacts"][arch]["path"]))
         raw_kernel = raw.get_function(symbol)
         cupy_args = tuple(x for _ in range(arrays) for x in (cupy.ones(N, cupy.float32), cupy.int64(N)))
-        rows[CUPY_ROW] = time_it(lambda: raw_kernel((GRID,), (BLOCK,), cupy_args))
-    rows["buildtile prepared, stream=int"] = time_it(lambda: prepared(*args, stream=stream))
-    rows["buildtile prepared, stream=None"] = time_it(lambda: prepared(*args))
-    rows["buildtile kernel[grid]"] = time_it(lambda: kernel[GRID](*args))
+        rows[CUPY_ROW] = lambda: raw_kernel((GRID,), (BLOCK,), cupy_args)
+    rows["buildtile prepared, stream=int"] = lambda: prepared(*args, stream=stream)
+    rows["buildtile prepared, stream=None"] = lambda: prepared(*args)
+    rows["buildtile kernel[grid]"] = lambda: kernel[GRID](*args)
     if cupy is not None:
         cupy_arrays = [cupy.ones(N, cupy.float32) for _ in range(arrays)]
-        rows["buildtile prepared (cupy arrays)"] = time_it(lambda: prepared(*cupy_arrays))
+        rows["buildtile prepared (cupy arrays)"] = lambda: prepared(*cupy_arrays)
     if arrays == 3 and libraries["example"] is not None:
         vecadd = libraries["example"].vecadd
-        rows["example_kernels vecadd[grid]"] = time_it(lambda: vecadd[GRID](*args))
+        rows["example_kernels vecadd[grid]"] = lambda: vecadd[GRID](*args)
     try:
         core_run = _cuda_core_launcher(symbol, cubin, list(args))
     except Exception as exc:  # an incompatible cuda.core: say so and go on
         print(f"  (cuda.core left out: {type(exc).__name__}: {exc})")
         core_run = None
     if core_run is not None:
-        rows["cuda.core launch (data_ptr ints)"] = time_it(core_run)
+        rows["cuda.core launch (data_ptr ints)"] = core_run
     if triton_kernels is not None:
         jitted = triton_kernels[arrays][(GRID,)]
         jitted(*args, N, BLOCK_SIZE=BLOCK)
-        rows["Triton @jit launch"] = time_it(lambda: jitted(*args, N, BLOCK_SIZE=BLOCK))
+        rows["Triton @jit launch"] = lambda: jitted(*args, N, BLOCK_SIZE=BLOCK)
     return rows
 
 
@@ -276,7 +281,7 @@ def host_only(options) -> None:
     from buildtile.runtime.testing import FakeDriver
 
     class NoLaunchDriver(FakeDriver):
-        def launch(self, ctx, function, config, stream, params) -> None:
+        def launch(self, ctx, function, config, stream, packed, offsets) -> None:
             pass
 
         def pointer_memory(self, ptr: int):  # what a real driver says, without the fake's search
@@ -295,8 +300,8 @@ def host_only(options) -> None:
         device_arrays = [DeviceArray.zeros(N) for _ in range(arrays)]
         interface_arrays = [driver.array(N) for _ in range(arrays)]
         print(f"\n{arrays} array argument{'s' if arrays > 1 else ''} (kernel `{name}`)")
-        for label, fn in _host_rows(kernel, device_arrays, interface_arrays).items():
-            us = per_launch_us(fn, options.launches, options.rounds, options.launches, lambda: None)
+        rows = _host_rows(kernel, device_arrays, interface_arrays)
+        for label, us in per_launch_us(rows, options.launches, options.rounds, options.launches, lambda: None).items():
             print(f"  {label:<48}{us:8.2f} us")
     tmp.cleanup()
 
@@ -313,7 +318,7 @@ def _host_rows(kernel, device_arrays: list, interface_arrays: list) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--launches", type=int, default=20000, help="launches per timed round")
-    parser.add_argument("--rounds", type=int, default=3, help="timed rounds; the best is reported")
+    parser.add_argument("--rounds", type=int, default=7, help="timed rounds; the best is reported")
     parser.add_argument("--burst", type=int, default=500, help="launches between two (untimed) drains of the GPU")
     parser.add_argument("--host-only", action="store_true", help="no GPU: time buildtile's own work per launch")
     options = parser.parse_args()
@@ -340,16 +345,14 @@ def main() -> None:
         if cupy is not None:
             cupy.cuda.Device().synchronize()
 
-    def time_it(fn):
-        return per_launch_us(fn, options.launches, options.rounds, options.burst, synchronize)
-
     versions = [f"torch {torch.__version__}"] + [
         f"{name} {importlib.import_module(name).__version__}" for name in ("cupy", "triton")
         if _optional(name) is not None]
     print(f"host time per launch (us): mean of {options.launches} launches in bursts of {options.burst}, "
           f"best of {options.rounds}; {torch.cuda.get_device_name()}, {', '.join(versions)}")
     for arrays, name in KERNELS.items():
-        rows = measure(arrays, ops, images, Path(tmp.name) / PACKAGE, arch, time_it, libraries)
+        calls = measure(arrays, ops, images, Path(tmp.name) / PACKAGE, arch, libraries)
+        rows = per_launch_us(calls, options.launches, options.rounds, options.burst, synchronize)
         reference = rows.get(CUPY_ROW)
         print(f"\n{arrays} array argument{'s' if arrays > 1 else ''} (kernel `{name}`)")
         for label, us in rows.items():

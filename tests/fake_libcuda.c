@@ -45,9 +45,10 @@ struct fake_state {
     void* stream;
     int set_attribute_value;    /* cuFuncSetAttribute's last value */
     unsigned char params[FAKE_MAX_PARAMS][8];
+    int pushes;                 /* contexts pushed over another device's */
 };
 
-struct fake_state fake = {9, 0, 2, 0, 0, 0, 0, {0}, 0, NULL, 0, 0, "", {0}, {0}, 0, NULL, 0, {{0}}};
+struct fake_state fake = {9, 0, 2, 0, 0, 0, 0, {0}, 0, NULL, 0, 0, "", {0}, {0}, 0, NULL, 0, {{0}}, 0};
 
 static struct fake_context contexts[FAKE_DEVICES];
 static struct fake_context* current;
@@ -75,6 +76,7 @@ void fake_reset_observations(void)
     fake.last_image = NULL;
     fake.primary_retains = 0;
     fake.launches = 0;
+    fake.pushes = 0;
     fake.function[0] = '\0';
     fake.param_count = 0; /* a test that reads parameters sets their sizes first */
 }
@@ -143,6 +145,26 @@ CUresult cuCtxGetCurrent(struct fake_context** ctx)
 CUresult cuCtxSetCurrent(struct fake_context* ctx)
 {
     current = ctx;
+    return 0;
+}
+
+/* One level of pushing is all a launch needs. */
+static struct fake_context* pushed_over;
+
+CUresult cuCtxPushCurrent_v2(struct fake_context* ctx)
+{
+    fake.pushes++;
+    pushed_over = current;
+    current = ctx;
+    return 0;
+}
+
+CUresult cuCtxPopCurrent_v2(struct fake_context** ctx)
+{
+    if (ctx != NULL)
+        *ctx = current;
+    current = pushed_over;
+    pushed_over = NULL;
     return 0;
 }
 

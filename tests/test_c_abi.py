@@ -200,7 +200,7 @@ class FakeState(ctypes.Structure):
         ("launches", ctypes.c_int), ("function", ctypes.c_char * 128),
         ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
         ("stream", ctypes.c_void_p), ("set_attribute_value", ctypes.c_int),
-        ("params", (ctypes.c_uint8 * 8) * 32),
+        ("params", (ctypes.c_uint8 * 8) * 32), ("pushes", ctypes.c_int),
     ]
 
 
@@ -785,15 +785,18 @@ def test_without_a_current_context_the_arguments_device_primary_context_is_used(
 
 
 @needs_cc
-def test_arguments_on_another_device_than_the_current_context_are_bt0308(fake):
-    shim, _, state = fake
-    args = [tensor(p, [8], device=(2, 1)) for p in (A, B, C)]
-    assert shim.vecadd(config(1), *args) == 308
-    assert ("parameter `a` of kernel `example_kernels.ops.vecadd` is on cuda:1, but the current CUDA context "
-            "is on cuda:0") in shim.last_error
-    assert state.launches == 0
-    managed = [tensor(p, [8], device=(13, 1)) for p in (A, B, C)]  # managed memory works from any device
-    assert shim.vecadd(config(1), *managed) == 0
+@pytest.mark.parametrize("device_type", [2, 13], ids=["device memory", "managed memory"])
+def test_arguments_on_another_device_than_the_current_context_launch_on_theirs(fake, device_type):
+    """As in the Python host: the primary context of the arguments' device is pushed for the
+    launch, and the caller's context is current again afterwards."""
+    shim, driver, state = fake
+    args = [tensor(p, [8], device=(device_type, 1)) for p in (A, B, C)]
+    assert shim.vecadd(config(1), *args) == 0, shim.last_error
+    assert (state.launches, state.pushes) == (1, 1)
+    device = ctypes.c_int(-1)
+    assert driver.cuCtxGetDevice(ctypes.byref(device)) == 0 and device.value == 0  # the caller's, restored
+    assert shim.vecadd(config(1), *[tensor(p, [8]) for p in (A, B, C)]) == 0  # on cuda:0: no push
+    assert (state.launches, state.pushes) == (2, 1)
 
 
 @needs_cc

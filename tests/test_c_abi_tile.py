@@ -448,9 +448,12 @@ int main()
     TileTensor<float, 1> alias(at(0x7f0000000000), {1000});
     EXPECT_ERROR(502, tiles::add(std::move(x3), std::move(y3), buildtile::partition(std::move(alias), {128})).sync_on(nullptr))
 
-    // a refused partition leaves the tensor usable
+    // a refused partition leaves the tensor usable; a tile shape held in a std::array works too
     EXPECT_ERROR(600, buildtile::partition(std::move(z3), {0}))
     std::printf("still %lld\n", static_cast<long long>(z3.shape()[0]));
+    const std::array<std::int64_t, 1> shape{250};
+    auto zp3 = buildtile::partition(std::move(z3), shape);
+    std::printf("array shape %lld\n", static_cast<long long>(zp3.num_tiles()[0]));
     return 0;
 }
 """
@@ -488,7 +491,7 @@ def test_cpp_moves_structured_bindings_and_errors_on_the_fake_driver(package, sh
     assert "600|error[BT0600]: launch contract violated: kernel `example_kernels.tiles.add` has no specialization for tile shape (64,)" in out
     assert "382|error[BT0382]: use of moved value: a Partition was moved into the tensors returned by `sync_on` or `cancel`" in out
     assert "502|error[BT0502]: cannot borrow `z` as mutable because it is also borrowed as immutable (as `x`)" in out
-    assert "600|error[BT0600]: tile extents must be at least 1, got tile shape (0,)\nstill 1000\n" in out
+    assert "600|error[BT0600]: tile extents must be at least 1, got tile shape (0,)\nstill 1000\narray shape 4\n" in out
 
 
 MUST_NOT_COMPILE = {  # name: (main's body, words of the compiler's refusal)

@@ -45,6 +45,18 @@ def test_build_in_place_then_inspect(tmp_path, capsys):
     assert "example_kernels.tiles.add(x: Tensor[f32, 1], y: Tensor[f32, 1], z: tile.Out[f32, 1])  " \
            "[tile, one block per tile]" in out
     assert "tile shapes {'z': [1024]}: block (" in out
+    # the package's own demo lists every kernel, tile kernels with their specialisations
+    import subprocess
+    import sys
+
+    listing = subprocess.run([sys.executable, "-m", "example_kernels", "--list"], cwd=project,
+                             capture_output=True, text=True)
+    assert listing.returncode == 0, listing.stderr
+    assert "example_kernels.tiles.add(x: Tensor[f32, 1], y: Tensor[f32, 1], z: tile.Out[f32, 1])  " \
+           "one block per tile" in listing.stdout
+    (line,) = [line for line in listing.stdout.splitlines() if "tile shapes {'z': [1024]}:" in line]
+    assert "PTX sm_90" in line and "sm_90 cubin" in line
+    assert "Traceback" not in listing.stderr
 
 
 def test_doctor_reports_each_tool(capsys):

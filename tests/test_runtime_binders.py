@@ -42,10 +42,12 @@ DTYPES = {"f32": FakeDtype("float32", 4), "f64": FakeDtype("float64", 8), "i32":
 
 
 class FakeTensor:
-    """The attributes buildtile reads from a PyTorch tensor, over fake device memory."""
+    """The attributes buildtile reads from a PyTorch tensor, over fake device memory (properties
+    and methods of the class, as torch.Tensor's are: the compiled reader calls them through the
+    class)."""
 
     def __init__(self, ptr, shape, dtype="f32", strides=None, device=0):
-        self.ptr, self.shape, self.dtype = ptr, tuple(shape), DTYPES[dtype]
+        self.ptr, self._shape, self._dtype = ptr, tuple(shape), DTYPES[dtype]
         if strides is None:
             strides, step = [], 1
             for extent in reversed(self.shape):
@@ -53,6 +55,8 @@ class FakeTensor:
                 step *= max(extent, 1)
         self.strides, self.index = tuple(strides), device
 
+    shape = property(lambda self: self._shape)
+    dtype = property(lambda self: self._dtype)
     is_cuda = property(lambda self: self.index >= 0)
     device = property(lambda self: f"cuda:{self.index}" if self.index >= 0 else "cpu")
 
@@ -83,9 +87,12 @@ class FakeTensor:
         return True
 
 
-@pytest.fixture
-def tensors(fake_gpu, monkeypatch):
-    """``make(shape, dtype="f32", **kw)``: FakeTensors read as PyTorch tensors are, fast path included."""
+@pytest.fixture(params=["compiled", "python"])
+def tensors(request, fake_gpu, monkeypatch):
+    """``make(shape, dtype="f32", **kw)``: FakeTensors read as PyTorch tensors are, fast path included:
+    by buildtile's compiled reader, and by the binder's own Python (an install without a C compiler)."""
+    if request.param == "python":
+        monkeypatch.setattr(arrays, "_native", None)
     monkeypatch.setitem(arrays._EXTRACTORS, FakeTensor, arrays._torch_view)
     monkeypatch.setitem(arrays._INLINE_READERS, FakeTensor, TorchTensorReader(DTYPES.get))
 
@@ -106,6 +113,8 @@ def test_tensors_launch_through_the_fast_binder(ops, fake_gpu, tensors):
     ops.vecadd[4](a, b, c)
     assert packed(ops.vecadd, fake_gpu) == (a.ptr, 1000, b.ptr, 1000, c.ptr, 1000)
     assert any("fast, for" in text and "FakeTensor" in text for text in sources(ops.vecadd))
+    compiled = any("READ_TORCH(args" in text for text in sources(ops.vecadd))
+    assert compiled == (arrays._native is not None)
 
 
 def test_device_arrays_launch_through_the_fast_binder(ops, fake_gpu):
@@ -209,6 +218,9 @@ def test_repeated_arguments_are_packed_once_and_still_launched(ops, fake_gpu, te
         launch(a, b, c)
     assert len(fake_gpu.launches) == 3
     assert {record.params for record in fake_gpu.launches} == {fake_gpu.launches[0].params}
+    # the binder hands back the very values it checked last time (so nothing is packed again)
+    assert launch._bind((a, b, c), 0)[0] is launch._bind((a, b, c), 0)[0]
+    assert ("return seen[1]" in sources(ops.vecadd)[-1]) == (arrays._native is not None)
 
 
 def test_changed_arguments_are_checked_again(ops, fake_gpu, tensors):

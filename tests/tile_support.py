@@ -17,7 +17,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from buildtile.interop.abi import PARAM_KINDS, kernel_params, mangle
+from buildtile.interop.abi import PARAM_KINDS, mangle
 
 
 def spec_symbol(module: str, kernel: str, tiles: dict) -> str:
@@ -95,16 +95,6 @@ def _artifacts(out: Path, symbol: str, spec: dict, targets, ptx_target) -> dict:
 def _write(out: Path, rel: str, data: bytes, kind: str) -> dict:
     (out / rel).write_bytes(data)
     return {"kind": kind, "path": rel, "sha256": hashlib.sha256(data).hexdigest()}
-
-
-def expect_tile_kernels(fake_driver, module) -> None:
-    """Let the fake driver record the packed parameters of every specialization's launches."""
-    from buildtile.runtime.signature import ParamLayout
-
-    for record in module.MANIFEST["kernels"]:
-        size = ParamLayout([p.ctype for p in kernel_params(record["params"])]).struct.size
-        for spec in record.get("tile", {}).get("specializations", []):
-            fake_driver.param_sizes[spec["symbol"]] = size
 
 
 #: Tile kernels for the Python host tests: (name, kind, dtype, rank) parameters and specializations

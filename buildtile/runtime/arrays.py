@@ -28,10 +28,15 @@ one every refusal is explained from.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from buildtile.runtime import dlpack
 from buildtile.runtime.dtypes import display_name, from_dlpack, from_torch, from_typestr
+
+try:  # buildtile's compiled module (optional: an install without a C compiler has none)
+    from buildtile.runtime import _native
+except ImportError:
+    _native = None
 
 #: where an array's memory lives, as far as the view alone can tell
 DEVICE, HOST, UNKNOWN = "device", "host", "unknown"
@@ -382,6 +387,16 @@ class InlineReader:
     def tensor_code(self, k: int, dtype: str, rank: int, namespace: dict) -> list[str] | None:
         return None
 
+    def batch_code(self, params: Sequence, cls: type, namespace: dict, shortcut: bool) -> list[str] | None:
+        """Lines that read every array parameter in ``params`` (all exactly of type ``cls``) at
+        once, type check included: the per-parameter names above, and ``d``, the one device
+        they share; ``return None`` when an argument is of another type, ``return SLOW(args,
+        stream)`` when one is not plainly right. With ``shortcut``, the local ``seen`` holds
+        ``(read, result)`` of the last launch that passed, and the lines ``return seen[1]``
+        when they read just what that launch read, leaving ``read`` set otherwise. None when
+        the reader has no such code."""
+        return None
+
 
 class TorchTensorReader(InlineReader):
     """PyTorch tensors: a handful of C-level getters, no ``__cuda_array_interface__`` dict.
@@ -424,6 +439,33 @@ class TorchTensorReader(InlineReader):
                 f"t{k} = a{k}.stride()",
                 f"d{k} = a{k}.get_device()"]
 
+    def batch_code(self, params, cls, namespace, shortcut):
+        """The same getters as the lines above, called from C (``_native.read_torch``), when
+        buildtile's compiled module is there."""
+        if _native is None:
+            return None
+        try:
+            getters = tuple(getattr(cls, name) for name in TORCH_GETTERS)
+        except AttributeError:
+            return None
+        plan, names = [], ["d"]
+        for p in params:
+            torch_dtype = self.dtype_object(p.dtype)
+            if torch_dtype is None:
+                return None
+            is_slice = p.kind in ("slice", "disjoint_slice", "atomic_slice")
+            plan.append((p.index, torch_dtype, 1 if is_slice else p.rank, is_slice))
+            names += [f"p{p.index}", f"n{p.index}"] if is_slice else [f"p{p.index}", f"s{p.index}", f"t{p.index}"]
+        namespace.update(READ_TORCH=_native.read_torch, TENSOR=cls, GETTERS=getters, TORCH_PLAN=tuple(plan))
+        return [f"read = READ_TORCH(args, TENSOR, GETTERS, TORCH_PLAN, {'seen[0]' if shortcut else 'None'})",
+                "if not read:",
+                "    return None if read is False else SLOW(args, stream)",
+                *(["if read is seen[0]:", "    return seen[1]"] if shortcut else []),
+                f"{', '.join(names)} = read"]
+
+
+#: what ``_native.read_torch`` calls on a tensor: three attributes, then four methods (its order)
+TORCH_GETTERS = ("dtype", "is_cuda", "shape", "is_contiguous", "data_ptr", "get_device", "stride")
 
 _TORCH_DTYPE_NAMES = {
     "bool": "bool", "i32": "int32", "i64": "int64", "u32": "uint32", "u64": "uint64",

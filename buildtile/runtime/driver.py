@@ -63,6 +63,8 @@ class CudaDriver:
         self._lock = threading.RLock()
         self._contexts: dict[int, DeviceContext] = {}
         self._init_error: CudaError | None = None
+        #: ``_native.launch`` when the compiled launch call is there and has the driver's entry points
+        self._native_launch = None
 
     # ------------------------------------------------------------------ setup
 
@@ -99,6 +101,7 @@ class CudaDriver:
             if err != cu.CUresult.CUDA_SUCCESS:
                 self._init_error = self._error(cu, err, "cuInit")
                 raise self._init_error
+            self._native_launch = _native_launcher(cu)
             self._cu = cu
             return cu
 
@@ -234,8 +237,10 @@ class CudaDriver:
         with self.entered(ctx):
             return self.check(self.cu.cuModuleLoadData(image), f"cuModuleLoadData ({what})")
 
-    def get_function(self, module, symbol: str):
-        return self.check(self.cu.cuModuleGetFunction(module, symbol.encode()), f"cuModuleGetFunction({symbol})")
+    def get_function(self, module, symbol: str) -> int:
+        """The ``CUfunction`` of ``symbol``, as its address (what every call below takes, and
+        the cheapest thing to hand to a launch)."""
+        return int(self.check(self.cu.cuModuleGetFunction(module, symbol.encode()), f"cuModuleGetFunction({symbol})"))
 
     def module_global(self, module, name: str) -> tuple[int, int] | None:
         """``(device address, size in bytes)`` of the global ``name`` of ``module``; None when
@@ -255,14 +260,31 @@ class CudaDriver:
 
     # ------------------------------------------------------------------ launch
 
-    def launch(self, ctx: DeviceContext, function, config: tuple, stream: int, params: int) -> None:
+    def launch(self, ctx: DeviceContext, function, config: tuple, stream: int, packed: bytes,
+               offsets: tuple[int, ...]) -> None:
         """``cuLaunchKernel`` in ``ctx``.
 
         ``function`` comes from :meth:`get_function`; ``config`` is ``(grid x, y, z,
-        block x, y, z, dynamic shared bytes)``; ``params`` is the address of the
-        ``void*`` array of kernel parameters (0 for none).
+        block x, y, z, dynamic shared bytes)``; the kernel parameters are packed in
+        ``packed``, parameter k at byte ``offsets[k]``. ``packed`` is immutable and
+        every call builds its own pointer array, so threads may share a launch.
         """
-        cu = self._cu or self.cu
+        native = self._native_launch
+        if native is not None:
+            err = native(ctx.handle_int, function, config, stream, packed, offsets)
+            if err:
+                self._raise_native_failure(self.cu, err, ctx, stream)
+            return
+        self._launch_through_bindings(ctx, function, config, stream, packed, offsets)
+
+    def _launch_through_bindings(self, ctx: DeviceContext, function, config: tuple, stream: int,
+                                 packed: bytes, offsets: tuple[int, ...]) -> None:
+        """:meth:`launch` without the compiled launch call (an install without a C compiler)."""
+        cu = self.cu
+        buffer = ctypes.create_string_buffer(packed, max(len(packed), 1))
+        base = ctypes.addressof(buffer)
+        pointers = (ctypes.c_void_p * max(len(offsets), 1))(*(base + offset for offset in offsets))
+        params = ctypes.addressof(pointers) if offsets else 0
         err, current = cu.cuCtxGetCurrent()
         pushed = False
         if current != ctx.handle:  # CUcontext objects compare by address
@@ -282,6 +304,11 @@ class CudaDriver:
                 cu.cuCtxPopCurrent()
         if err != 0:
             raise self._launch_error(cu, err, ctx, stream)
+
+    def _raise_native_failure(self, cu, err: int, ctx: DeviceContext, stream: int) -> None:
+        if err < 0:  # the context step failed (see _native.c)
+            raise self._error(cu, _as_result(cu, -err), "making the device's primary context current")
+        raise self._launch_error(cu, _as_result(cu, err), ctx, stream)
 
     def _launch_error(self, cu, err, ctx: DeviceContext, stream: int) -> Exception:
         error = self._error(cu, err, "cuLaunchKernel")
@@ -359,6 +386,40 @@ class CudaDriver:
         if nbytes:
             with self.entered(ctx):
                 self.check(self.cu.cuMemsetD8(dst, value, nbytes), "cuMemsetD8")
+
+
+#: the driver entry points ``_native.launch`` calls, and the CUDA version whose ABI it expects
+_NATIVE_ENTRY_POINTS = ("cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxPushCurrent", "cuCtxPopCurrent", "cuLaunchKernel")
+_NATIVE_CUDA_VERSION = 12000
+
+
+def _native_launcher(cu):
+    """``_native.launch`` with the driver's entry points installed, or None when the compiled
+    module is missing (an install without a C compiler) or the driver does not give them."""
+    try:
+        from buildtile.runtime import _native
+    except ImportError:
+        return None
+    addresses = []
+    for name in _NATIVE_ENTRY_POINTS:
+        try:
+            result = cu.cuGetProcAddress(name.encode(), _NATIVE_CUDA_VERSION,
+                                         cu.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT)
+        except Exception:  # bindings without cuGetProcAddress: stay on the bindings
+            return None
+        if result[0] != 0 or not result[1]:
+            return None
+        addresses.append(int(result[1]))
+    _native.install(*addresses)
+    return _native.launch
+
+
+def _as_result(cu, code: int):
+    """``code`` as a ``CUresult`` member, for the bindings' error lookups (the int when unknown)."""
+    try:
+        return cu.CUresult(code)
+    except ValueError:
+        return code
 
 
 _driver: CudaDriver | None = None

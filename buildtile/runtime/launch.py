@@ -1,13 +1,15 @@
 """A launch configuration bound to a kernel: validated once, then called many times.
 
-:class:`PreparedLaunch` owns the packed argument buffer of its kernel
-(one ``struct.pack_into`` per call) and the ``void*`` array pointing into
-it, built once. A call is: resolve the stream, bind and check the
-arguments with the binder generated for their types (no driver involved;
-``env`` keeps DLPack capsules alive until the launch is queued), find the
-device, fetch the kernel's function for that device (cached; the last
-device is a field compare), pack, and ``cuLaunchKernel``. Everything that
-can be refused is refused before the launch is queued.
+:class:`PreparedLaunch` packs the kernel's parameters into one immutable
+``bytes`` per call (reused while the arguments repeat), so threads may
+share a prepared launch without a lock. A call is: resolve the stream,
+bind and check the arguments with the binder generated for their types
+(no driver involved; ``env`` keeps DLPack capsules alive until the launch
+is queued), find the device, fetch the kernel's function for that device
+(cached; the last device is a field compare), pack, and ``cuLaunchKernel``
+(in C when buildtile's compiled launch call is installed, see
+``runtime/_native.c``). Everything that can be refused is refused before
+the launch is queued.
 
 The binder is kept per prepared launch: a call whose argument types differ
 from the last call's gets None from it and switches to the binder for the
@@ -19,9 +21,7 @@ that an earlier launch recorded (see :mod:`buildtile.runtime.bounds`).
 
 from __future__ import annotations
 
-import ctypes
 import struct
-import threading
 
 from buildtile.interop.abi import launch_extras
 from buildtile.runtime import bounds
@@ -35,8 +35,7 @@ class PreparedLaunch:
 
     __slots__ = (
         "kernel", "grid", "block", "shared_mem", "unsafe",
-        "_signature", "_bind", "_pack", "_packed", "_buffer", "_pointers", "_params_address", "_config",
-        "_lock",
+        "_signature", "_bind", "_pack", "_extras", "_offsets", "_last", "_config",
     )
 
     def __init__(self, kernel, grid: tuple[int, int, int], block: tuple[int, int, int],
@@ -50,24 +49,18 @@ class PreparedLaunch:
         self._signature = signature
         self._bind = signature.hot_binder
         layout = signature.layout
-        self._pack = layout.struct.pack_into
-        self._packed: tuple | None = None  # the values in the buffer now
         # a coarsened kernel runs several logical blocks per launched block and takes the
         # logical grid.x as a trailing parameter (ABI v1, interop.abi.launch_extras)
         launched_x, extras = launch_extras(kernel.record.get("contract") or {}, grid[0])
         self._config = (launched_x, grid[1], grid[2], *block, shared_mem)
-        extras_at = (layout.size + 7) & ~7
-        self._buffer = ctypes.create_string_buffer(extras_at + 8 * len(extras))
-        base = ctypes.addressof(self._buffer)
-        addresses = [base + off for off in layout.offsets]
-        for k, value in enumerate(extras):
-            struct.pack_into("<q", self._buffer, extras_at + 8 * k, value)
-            addresses.append(base + extras_at + 8 * k)
-        count = len(addresses)
-        self._pointers = (ctypes.c_void_p * max(count, 1))(*addresses)
-        self._params_address = ctypes.addressof(self._pointers) if count else 0
-        # the driver reads the buffer during cuLaunchKernel, which may run without the GIL
-        self._lock = threading.Lock()
+        self._extras = tuple(extras)
+        extras_at = (layout.struct.size + 7) & ~7
+        padding = f"{extras_at - layout.struct.size}x" if extras else ""
+        self._pack = struct.Struct(layout.struct.format + padding + "q" * len(extras)).pack
+        self._offsets = (*layout.offsets, *(extras_at + 8 * k for k in range(len(extras))))
+        # (values, their packed bytes) of the last launch: a launch that repeats its arguments
+        # reuses the bytes. One tuple, swapped whole, so threads never see a torn pair.
+        self._last: tuple = (None, b"")
 
     def __call__(self, *args, stream=None) -> None:
         """Check ``args`` and queue the kernel on ``stream`` (see :mod:`buildtile.runtime.streams`)."""
@@ -91,11 +84,10 @@ class PreparedLaunch:
         if waits:
             for producer in waits:
                 driver.stream_wait(function.context, handle, producer)
-        with self._lock:
-            if values is not self._packed:  # a binder hands back the same tuple for the same values
-                self._pack(self._buffer, 0, *values)
-                self._packed = values
-            driver.launch(function.context, function.handle, self._config, handle, self._params_address)
+        last = self._last
+        if last[0] is not values:  # a binder hands back the same tuple for the same values
+            last = self._last = (values, self._pack(*values, *self._extras) if self._extras else self._pack(*values))
+        driver.launch(function.context, function.handle, self._config, handle, last[1], self._offsets)
 
     def __repr__(self) -> str:
         kind = "unsafe launch" if self.unsafe else "launch"

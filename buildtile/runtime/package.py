@@ -31,7 +31,7 @@ class KernelFunction:
     """A kernel loaded into one device's primary context, ready to launch."""
 
     context: object          # DeviceContext
-    handle: object           # CUfunction
+    handle: object           # the driver's function handle (CudaDriver: the CUfunction's address)
     image: ImageChoice
     #: bytes of dynamic shared memory the function is allowed to use
     shared_limit: int = DEFAULT_DYNAMIC_SHARED_LIMIT

@@ -43,7 +43,12 @@ class LaunchRecord:
     block: tuple[int, int, int]
     shared_mem: int
     stream: int
-    params: bytes  # the packed argument buffer (ABI order, natural alignment); see param_sizes
+    params: bytes  # the packed argument buffer (ABI order, natural alignment)
+    offsets: tuple[int, ...] = ()  # where each kernel parameter starts in ``params``
+
+    def param(self, k: int, code: str):
+        """Kernel parameter ``k``, read as the ``struct`` format ``code`` (e.g. ``"q"``)."""
+        return struct.unpack_from("<" + code, self.params, self.offsets[k])[0]
 
 
 @dataclass
@@ -62,8 +67,6 @@ class FakeDriver:
     launches: list = field(default_factory=list)       # LaunchRecord per launch
     loaded_images: list = field(default_factory=list)  # (device, image bytes)
     fail_launch: Exception | None = None               # raise this from launch()
-    #: PTX entry name -> size of its packed argument buffer, so launches can be recorded
-    param_sizes: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._contexts: dict[int, DeviceContext] = {}
@@ -194,17 +197,12 @@ class FakeDriver:
     def set_dynamic_shared(self, function, nbytes: int) -> None:
         self._record("set_dynamic_shared", function[1], nbytes)
 
-    def launch(self, ctx, function, config, stream, params) -> None:
+    def launch(self, ctx, function, config, stream, packed, offsets) -> None:
         self._record("launch", function[1])
         if self.fail_launch is not None:
             raise self.fail_launch
-        packed = b""
-        size = self.param_sizes.get(function[1], 0)
-        if params and size:
-            first = ctypes.c_void_p.from_address(params).value or 0  # kernelParams[0] is the buffer start
-            packed = ctypes.string_at(first, size)
         self.launches.append(LaunchRecord(function[1], ctx.device, tuple(config[0:3]), tuple(config[3:6]),
-                                          config[6], stream, packed))
+                                          config[6], stream, bytes(packed), tuple(offsets)))
 
     def stream_wait(self, ctx, consumer: int, producer: int) -> None:
         self._record("stream_wait", consumer, producer)
@@ -234,14 +232,6 @@ class FakeDriver:
         ctypes.memmove(record + 4, fields, len(fields))
         flag.value = 1
         return True
-
-    def expect_kernel(self, record: dict) -> None:
-        """Record the packed arguments of launches of the manifest kernel ``record``."""
-        from buildtile.interop.abi import kernel_params
-        from buildtile.runtime.signature import ParamLayout
-
-        layout = ParamLayout([p.ctype for p in kernel_params(record.get("params", []))])
-        self.param_sizes[record["symbol"]] = layout.struct.size
 
     def array(self, shape, dtype: str = "f32", device: int = 0, **kwargs) -> FakeCudaArray:
         """A fresh C-contiguous fake array of ABI ``dtype`` (zero-filled)."""

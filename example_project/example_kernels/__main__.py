@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from buildtile.interop.abi import spell_type
+
 PACKAGE = "example_kernels"
 C_HOST_FLAGS = ("--cmake-dir", "--include-dir", "--library")
 
@@ -83,28 +85,24 @@ def _list_kernels(manifest: dict, manifest_dir: Path) -> None:
           f"{', PTX ' + manifest['ptx_target'] if manifest.get('ptx_target') else ''}, "
           f"checks={manifest.get('checks', '?')}")
     for kernel in manifest.get("kernels", []):
+        params = ", ".join(f"{p['name']}: {spell_type(p['kind'], p['dtype'], p.get('rank', 1))}"
+                           for p in kernel.get("params", []))
         block = (kernel.get("contract") or {}).get("block")
-        params = ", ".join(_param_text(p) for p in kernel.get("params", []))
-        print(f"  {kernel['module']}.{kernel['name']}({params})"
-              f"  block={tuple(block) if block else 'none (unsafe_launch only)'}")
-        images = []
-        for key, artifact in sorted((kernel.get("artifacts") or {}).items()):
-            label = f"PTX {artifact.get('target', '')}".strip() if artifact.get("kind") == "ptx" else f"{key} cubin"
-            images.append(f"{label} {_size(manifest_dir / artifact['path'])}")
-        print(f"      {' | '.join(images) if images else 'no images'}")
+        launch = ("one block per tile" if "tile" in kernel else
+                  f"block={tuple(block)}" if block else "no contract: unsafe_launch only")
+        print(f"  {kernel['module']}.{kernel['name']}({params})  {launch}")
+        for spec in kernel.get("tile", {}).get("specializations", [kernel]):
+            shapes = f"tile shapes {spec['tile_shapes']}: " if "tile_shapes" in spec else ""
+            print(f"      {shapes}{_images(spec.get('artifacts') or {}, manifest_dir)}")
 
 
-def _param_text(param: dict) -> str:
-    names = {"slice": "Slice", "disjoint_slice": "DisjointSlice", "atomic_slice": "AtomicSlice",
-             "tensor": "Tensor", "disjoint_tensor": "DisjointTensor"}
-    if param["kind"] == "scalar":
-        return f"{param['name']}: {param['dtype']}"
-    if "tensor" in param["kind"]:
-        return f"{param['name']}: {names[param['kind']]}[{param['dtype']}, {param['rank']}]"
-    return f"{param['name']}: {names[param['kind']]}[{param['dtype']}]"
+def _images(artifacts: dict, manifest_dir: Path) -> str:
+    images = []
+    for key, artifact in sorted(artifacts.items()):
+        label = f"PTX {artifact.get('target', '')}".strip() if artifact.get("kind") == "ptx" else f"{key} cubin"
+        images.append(f"{label} {_size(manifest_dir / artifact['path'])}")
+    return " | ".join(images) if images else "no images"
 
-
-# ----------------------------------------------------------------------------- running
 
 def _ragged(rng, low: int, high: int, block: int = 256) -> int:
     """A random size that is not a multiple of ``block``, so the last block is partial."""

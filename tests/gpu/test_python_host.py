@@ -299,6 +299,21 @@ def test_torch_tensors_bind_without_building_views(ops):
     assert torch.equal(c, a + b)
 
 
+def test_launches_go_through_the_compiled_launch_call(ops):
+    """An install with a C compiler launches through runtime/_native.c; the results are right."""
+    from buildtile.runtime.driver import get_driver
+
+    torch = _torch_backend().torch
+    n = 3001
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    c = torch.full((n,), float("nan"), device="cuda")
+    ops.vecadd[ops.vecadd.grid_for(n)](a, b, c)
+    driver = get_driver()
+    assert driver._native_launch is not None, "buildtile.runtime._native is missing: the install had no C compiler?"
+    torch.cuda.synchronize()
+    assert torch.equal(c, a + b)
+
+
 def test_torch_fast_path_refuses_what_the_general_path_refuses(ops):
     torch = _torch_backend().torch
     n = 1000

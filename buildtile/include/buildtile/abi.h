@@ -77,9 +77,12 @@
  *     or a tensor's shape[0]; an integer scalar takes part as its value
  *     (u64 reinterpreted as int64).
  *  5. then, with the driver: the CUDA driver loads (BT_ERR_NO_DRIVER); the
- *     current context is used, or the primary context of the arguments'
- *     device when the thread has none; kDLCUDA arguments are on that
- *     context's device (BT_ERR_MISMATCHED_TYPES); the device has an image
+ *     launch runs on the arguments' device (as in the Python host): in the
+ *     thread's current context when that is on this device, else in the
+ *     device's primary context, made current when the thread has none, or
+ *     pushed for the launch and popped after it when another device's
+ *     context is current (the caller's stream must then belong to the
+ *     arguments' device, as any stream given must); the device has an image
  *     (BT_ERR_NO_IMAGE); the device meets the contract's minimum compute
  *     capability and its grid, block and shared memory limits
  *     (BT_ERR_CONTRACT); the launch itself (BT_ERR_CUDA).

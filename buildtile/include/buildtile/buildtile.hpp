@@ -478,8 +478,10 @@ private:
 };
 
 /// `buildtile::partition(std::move(z), {128})`: z cut into tiles of 128 (z is moved from).
+/// The shape is not deduced from (T and Rank come from the tensor), so a braced list and a
+/// `std::array<std::int64_t, N>` variable both work.
 template <class T, int Rank>
-Partition<T, Rank> partition(TileTensor<T, Rank>&& tensor, const std::array<std::int64_t, Rank>& tile_shape)
+Partition<T, Rank> partition(TileTensor<T, Rank>&& tensor, const typename TileTensor<T, Rank>::Extents& tile_shape)
 {
     return Partition<T, Rank>(std::move(tensor), tile_shape);
 }

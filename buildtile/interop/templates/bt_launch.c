@@ -58,6 +58,8 @@ static struct {
     bt_CUresult (*cuCtxGetCurrent)(bt_CUcontext*);
     bt_CUresult (*cuCtxSetCurrent)(bt_CUcontext);
     bt_CUresult (*cuCtxGetDevice)(bt_CUdevice*);
+    bt_CUresult (*cuCtxPushCurrent_v2)(bt_CUcontext);
+    bt_CUresult (*cuCtxPopCurrent_v2)(bt_CUcontext*);
     bt_CUresult (*cuCtxGetId)(bt_CUcontext, unsigned long long*); /* CUDA 12+; optional */
     bt_CUresult (*cuModuleLoadDataEx)(bt_CUmodule*, const void*, unsigned, int*, void**);
     bt_CUresult (*cuModuleUnload)(bt_CUmodule);
@@ -119,6 +121,8 @@ static void bt_driver_open(void)
     BT_RESOLVE(cuCtxGetCurrent, 1);
     BT_RESOLVE(cuCtxSetCurrent, 1);
     BT_RESOLVE(cuCtxGetDevice, 1);
+    BT_RESOLVE(cuCtxPushCurrent_v2, 1);
+    BT_RESOLVE(cuCtxPopCurrent_v2, 1);
     BT_RESOLVE(cuCtxGetId, 0);
     BT_RESOLVE(cuModuleLoadDataEx, 1);
     BT_RESOLVE(cuModuleUnload, 1);
@@ -177,33 +181,52 @@ static pthread_mutex_t bt_lock = PTHREAD_MUTEX_INITIALIZER;
 #define BT_MAX_DEVICES 64
 static bt_CUcontext bt_primary[BT_MAX_DEVICES]; /* retained once each, under bt_lock */
 
-/* The context to launch in: the thread's current one, else the primary
- * context of the arguments' device, made current as the runtime API does. */
-static int bt_context(const bt_kernel* k, const bt_arg* args, bt_CUcontext* ctx)
+/* The context to launch in: the arguments' device's, as in the Python host. That is the
+ * thread's current context when it is on that device; else the device's primary context,
+ * made current as the runtime API does when no context is, or pushed for this launch only
+ * (*pushed; bt_launch pops it) when another device's context is current. */
+static int bt_context(const bt_kernel* k, const bt_arg* args, bt_CUcontext* ctx, int* pushed)
 {
-    bt_CUresult r = bt_cu.cuCtxGetCurrent(ctx);
+    *pushed = 0;
+    bt_CUcontext current;
+    bt_CUresult r = bt_cu.cuCtxGetCurrent(&current);
     if (r != 0)
         return bt_cuda_fail(r, k->name, "cuCtxGetCurrent");
-    if (*ctx == NULL) {
-        const int ordinal = k->n_buffers > 0 ? args[0].device_id : 0;
-        bt_CUdevice device;
-        r = bt_cu.cuDeviceGet(&device, ordinal);
-        if (r != 0)
-            return bt_cuda_fail(r, k->name, "cuDeviceGet for the arguments' device");
-        pthread_mutex_lock(&bt_lock);
-        if (ordinal >= 0 && ordinal < BT_MAX_DEVICES && bt_primary[ordinal] != NULL) {
-            *ctx = bt_primary[ordinal];
-        } else {
-            r = bt_cu.cuDevicePrimaryCtxRetain(ctx, device);
-            if (r == 0 && ordinal >= 0 && ordinal < BT_MAX_DEVICES)
-                bt_primary[ordinal] = *ctx;
+    const int wanted = k->n_buffers > 0 ? args[0].device_id : -1;
+    if (current != NULL) {
+        bt_CUdevice device = wanted;
+        if (wanted >= 0 && (r = bt_cu.cuCtxGetDevice(&device)) != 0)
+            return bt_cuda_fail(r, k->name, "cuCtxGetDevice");
+        if (device == wanted) {   /* also: no arguments tell a device, so the current one it is */
+            *ctx = current;
+            return BT_OK;
         }
-        pthread_mutex_unlock(&bt_lock);
-        if (r != 0)
-            return bt_cuda_fail(r, k->name, "cuDevicePrimaryCtxRetain");
+    }
+    const int ordinal = wanted >= 0 ? wanted : 0;
+    bt_CUdevice device;
+    r = bt_cu.cuDeviceGet(&device, ordinal);
+    if (r != 0)
+        return bt_cuda_fail(r, k->name, "cuDeviceGet for the arguments' device");
+    pthread_mutex_lock(&bt_lock);
+    if (ordinal < BT_MAX_DEVICES && bt_primary[ordinal] != NULL) {
+        *ctx = bt_primary[ordinal];
+    } else {
+        r = bt_cu.cuDevicePrimaryCtxRetain(ctx, device);
+        if (r == 0 && ordinal < BT_MAX_DEVICES)
+            bt_primary[ordinal] = *ctx;
+    }
+    pthread_mutex_unlock(&bt_lock);
+    if (r != 0)
+        return bt_cuda_fail(r, k->name, "cuDevicePrimaryCtxRetain");
+    if (current == NULL) {
         r = bt_cu.cuCtxSetCurrent(*ctx);
         if (r != 0)
             return bt_cuda_fail(r, k->name, "cuCtxSetCurrent");
+    } else {
+        r = bt_cu.cuCtxPushCurrent_v2(*ctx);
+        if (r != 0)
+            return bt_cuda_fail(r, k->name, "cuCtxPushCurrent");
+        *pushed = 1;
     }
     return BT_OK;
 }
@@ -421,27 +444,15 @@ static int bt_check_device_limits(const bt_kernel* k, const bt_launch_config* cf
     return BT_OK;
 }
 
-int bt_launch(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* block,
-              const bt_arg* args, void** params)
+/* bt_launch in the context chosen for it. */
+static int bt_launch_in(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* block,
+                        bt_CUcontext ctx, void** params)
 {
-    int status = bt_driver();
-    if (status != BT_OK)
-        return status;
-    bt_CUcontext ctx;
-    status = bt_context(k, args, &ctx);
-    if (status != BT_OK)
-        return status;
     const bt_loaded* e = NULL;
-    status = bt_module_in(k, ctx, &e);
+    int status = bt_module_in(k, ctx, &e);
     if (status != BT_OK)
         return status;
     const bt_CUdevice dev = e->device;
-    for (int i = 0; i < k->n_buffers; ++i)
-        if (args[i].device_type == kDLCUDA && args[i].device_id != dev)
-            return bt_fail(BT_ERR_MISMATCHED_TYPES, "make the arguments' device current (cudaSetDevice) before launching",
-                           "mismatched types: parameter `%s` of kernel `%s` is on cuda:%d, but the current "
-                           "CUDA context is on cuda:%d", k->buffers[i].name, k->name, args[i].device_id, dev);
-
     const uint32_t* b = block != NULL ? block : k->block;
     const uint32_t shared = cfg->shared_mem != 0 ? cfg->shared_mem : k->dynamic_shared;
     status = bt_check_device_limits(k, cfg, b, shared, dev, e);
@@ -464,4 +475,23 @@ int bt_launch(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* b
     if (r != 0)
         return bt_cuda_fail(r, k->name, "cuLaunchKernel");
     return BT_OK;
+}
+
+int bt_launch(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* block,
+              const bt_arg* args, void** params)
+{
+    int status = bt_driver();
+    if (status != BT_OK)
+        return status;
+    bt_CUcontext ctx;
+    int pushed;
+    status = bt_context(k, args, &ctx, &pushed);
+    if (status != BT_OK)
+        return status;
+    status = bt_launch_in(k, cfg, block, ctx, params);
+    if (pushed) {
+        bt_CUcontext popped;
+        bt_cu.cuCtxPopCurrent_v2(&popped);
+    }
+    return status;
 }
