@@ -181,56 +181,6 @@ static pthread_mutex_t bt_lock = PTHREAD_MUTEX_INITIALIZER;
 #define BT_MAX_DEVICES 64
 static bt_CUcontext bt_primary[BT_MAX_DEVICES]; /* retained once each, under bt_lock */
 
-/* The context to launch in: the arguments' device's, as in the Python host. That is the
- * thread's current context when it is on that device; else the device's primary context,
- * made current as the runtime API does when no context is, or pushed for this launch only
- * (*pushed; bt_launch pops it) when another device's context is current. */
-static int bt_context(const bt_kernel* k, const bt_arg* args, bt_CUcontext* ctx, int* pushed)
-{
-    *pushed = 0;
-    bt_CUcontext current;
-    bt_CUresult r = bt_cu.cuCtxGetCurrent(&current);
-    if (r != 0)
-        return bt_cuda_fail(r, k->name, "cuCtxGetCurrent");
-    const int wanted = k->n_buffers > 0 ? args[0].device_id : -1;
-    if (current != NULL) {
-        bt_CUdevice device = wanted;
-        if (wanted >= 0 && (r = bt_cu.cuCtxGetDevice(&device)) != 0)
-            return bt_cuda_fail(r, k->name, "cuCtxGetDevice");
-        if (device == wanted) {   /* also: no arguments tell a device, so the current one it is */
-            *ctx = current;
-            return BT_OK;
-        }
-    }
-    const int ordinal = wanted >= 0 ? wanted : 0;
-    bt_CUdevice device;
-    r = bt_cu.cuDeviceGet(&device, ordinal);
-    if (r != 0)
-        return bt_cuda_fail(r, k->name, "cuDeviceGet for the arguments' device");
-    pthread_mutex_lock(&bt_lock);
-    if (ordinal < BT_MAX_DEVICES && bt_primary[ordinal] != NULL) {
-        *ctx = bt_primary[ordinal];
-    } else {
-        r = bt_cu.cuDevicePrimaryCtxRetain(ctx, device);
-        if (r == 0 && ordinal < BT_MAX_DEVICES)
-            bt_primary[ordinal] = *ctx;
-    }
-    pthread_mutex_unlock(&bt_lock);
-    if (r != 0)
-        return bt_cuda_fail(r, k->name, "cuDevicePrimaryCtxRetain");
-    if (current == NULL) {
-        r = bt_cu.cuCtxSetCurrent(*ctx);
-        if (r != 0)
-            return bt_cuda_fail(r, k->name, "cuCtxSetCurrent");
-    } else {
-        r = bt_cu.cuCtxPushCurrent_v2(*ctx);
-        if (r != 0)
-            return bt_cuda_fail(r, k->name, "cuCtxPushCurrent");
-        *pushed = 1;
-    }
-    return BT_OK;
-}
-
 static int bt_check_min_cc(const bt_kernel* k, bt_CUdevice dev, int cc)
 {
     if (k->min_cc != 0 && cc < k->min_cc)
@@ -374,14 +324,25 @@ static const bt_loaded* bt_find(bt_module* m, unsigned long long context)
     return NULL;
 }
 
-static int bt_module_in(const bt_kernel* k, bt_CUcontext ctx, const bt_loaded** out)
+/* What identifies a context for the module cache: its unique id where the driver has one (a
+ * context destroyed and created again may get the same address), else its address. */
+static int bt_context_id(const bt_kernel* k, bt_CUcontext ctx, unsigned long long* id)
 {
-    unsigned long long context = (unsigned long long)(uintptr_t)ctx;
+    *id = (unsigned long long)(uintptr_t)ctx;
     if (bt_cu.cuCtxGetId != NULL) {
-        bt_CUresult r = bt_cu.cuCtxGetId(ctx, &context);
+        bt_CUresult r = bt_cu.cuCtxGetId(ctx, id);
         if (r != 0)
             return bt_cuda_fail(r, k->name, "cuCtxGetId");
     }
+    return BT_OK;
+}
+
+static int bt_module_in(const bt_kernel* k, bt_CUcontext ctx, const bt_loaded** out)
+{
+    unsigned long long context;
+    int id_status = bt_context_id(k, ctx, &context);
+    if (id_status != BT_OK)
+        return id_status;
     bt_module* m = k->module;
     *out = bt_find(m, context);
     if (*out != NULL)
@@ -444,12 +405,70 @@ static int bt_check_device_limits(const bt_kernel* k, const bt_launch_config* cf
     return BT_OK;
 }
 
-/* bt_launch in the context chosen for it. */
-static int bt_launch_in(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* block,
-                        bt_CUcontext ctx, void** params)
+/* The context to launch in: the arguments' device's, as in the Python host. That is the
+ * thread's current context when it is on that device; else the device's primary context,
+ * made current as the runtime API does when no context is, or pushed for this launch only
+ * (*pushed; bt_launch pops it) when another device's context is current. */
+static int bt_context(const bt_kernel* k, const bt_arg* args, bt_CUcontext* ctx, int* pushed,
+                      const bt_loaded** loaded)
 {
-    const bt_loaded* e = NULL;
-    int status = bt_module_in(k, ctx, &e);
+    *pushed = 0;
+    *loaded = NULL;
+    bt_CUcontext current;
+    bt_CUresult r = bt_cu.cuCtxGetCurrent(&current);
+    if (r != 0)
+        return bt_cuda_fail(r, k->name, "cuCtxGetCurrent");
+    const int wanted = k->n_buffers > 0 ? args[0].device_id : -1;
+    if (current != NULL) {
+        /* the device of a context the module is loaded in is known: no driver call for it */
+        unsigned long long id;
+        int status = bt_context_id(k, current, &id);
+        if (status != BT_OK)
+            return status;
+        const bt_loaded* known = bt_find(k->module, id);
+        bt_CUdevice device = known != NULL ? known->device : wanted;
+        if (known == NULL && wanted >= 0 && (r = bt_cu.cuCtxGetDevice(&device)) != 0)
+            return bt_cuda_fail(r, k->name, "cuCtxGetDevice");
+        if (device == wanted || wanted < 0) {   /* no arguments tell a device: the current one it is */
+            *ctx = current;
+            *loaded = known;
+            return BT_OK;
+        }
+    }
+    const int ordinal = wanted >= 0 ? wanted : 0;
+    bt_CUdevice device;
+    r = bt_cu.cuDeviceGet(&device, ordinal);
+    if (r != 0)
+        return bt_cuda_fail(r, k->name, "cuDeviceGet for the arguments' device");
+    pthread_mutex_lock(&bt_lock);
+    if (ordinal < BT_MAX_DEVICES && bt_primary[ordinal] != NULL) {
+        *ctx = bt_primary[ordinal];
+    } else {
+        r = bt_cu.cuDevicePrimaryCtxRetain(ctx, device);
+        if (r == 0 && ordinal < BT_MAX_DEVICES)
+            bt_primary[ordinal] = *ctx;
+    }
+    pthread_mutex_unlock(&bt_lock);
+    if (r != 0)
+        return bt_cuda_fail(r, k->name, "cuDevicePrimaryCtxRetain");
+    if (current == NULL) {
+        r = bt_cu.cuCtxSetCurrent(*ctx);
+        if (r != 0)
+            return bt_cuda_fail(r, k->name, "cuCtxSetCurrent");
+    } else {
+        r = bt_cu.cuCtxPushCurrent_v2(*ctx);
+        if (r != 0)
+            return bt_cuda_fail(r, k->name, "cuCtxPushCurrent");
+        *pushed = 1;
+    }
+    return BT_OK;
+}
+
+/* bt_launch in the context chosen for it (`e`: its module there, when already known). */
+static int bt_launch_in(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* block,
+                        bt_CUcontext ctx, const bt_loaded* e, void** params)
+{
+    int status = e != NULL ? BT_OK : bt_module_in(k, ctx, &e);
     if (status != BT_OK)
         return status;
     const bt_CUdevice dev = e->device;
@@ -485,10 +504,11 @@ int bt_launch(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* b
         return status;
     bt_CUcontext ctx;
     int pushed;
-    status = bt_context(k, args, &ctx, &pushed);
+    const bt_loaded* e;
+    status = bt_context(k, args, &ctx, &pushed, &e);
     if (status != BT_OK)
         return status;
-    status = bt_launch_in(k, cfg, block, ctx, params);
+    status = bt_launch_in(k, cfg, block, ctx, e, params);
     if (pushed) {
         bt_CUcontext popped;
         bt_cu.cuCtxPopCurrent_v2(&popped);
