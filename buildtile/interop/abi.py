@@ -67,6 +67,10 @@ class PtxParam:
     ctype: str  # "ptr", "i64", or a scalar dtype name
 
 
+#: the parameter kinds passed as pointer + length (kernel ABI v1)
+SLICE_KINDS = ("slice", "disjoint_slice", "atomic_slice")
+
+
 def kernel_params(params: list[dict]) -> list[PtxParam]:
     """Flatten manifest parameters into the PTX entry's parameter list."""
     flat: list[PtxParam] = []
@@ -74,7 +78,7 @@ def kernel_params(params: list[dict]) -> list[PtxParam]:
         kind, name = p["kind"], p["name"]
         if kind == "scalar":
             flat.append(PtxParam(name, p["dtype"]))
-        elif kind in ("slice", "disjoint_slice", "atomic_slice"):
+        elif kind in SLICE_KINDS:
             flat += [PtxParam(f"{name}.data", "ptr"), PtxParam(f"{name}.len", "i64")]
         elif kind in ("tensor", "disjoint_tensor", "tile_out"):
             rank = p["rank"]
@@ -97,7 +101,7 @@ def spell_type(kind: str, dtype: str, rank: int) -> str:
     """A parameter's type as written in kernel source: ``f32``, ``Slice[f32]``, ``Tensor[f32, 2]``."""
     if kind == "scalar":
         return dtype
-    if kind in ("slice", "disjoint_slice", "atomic_slice"):
+    if kind in SLICE_KINDS:
         return f"{KIND_SPELLING[kind]}[{dtype}]"
     return f"{KIND_SPELLING[kind]}[{dtype}, {rank}]"
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
+from buildtile.interop.abi import SLICE_KINDS
 from buildtile.runtime import dlpack
 from buildtile.runtime.dtypes import display_name, from_dlpack, from_torch, from_typestr
 
@@ -453,7 +454,7 @@ class TorchTensorReader(InlineReader):
             torch_dtype = self.dtype_object(p.dtype)
             if torch_dtype is None:
                 return None
-            is_slice = p.kind in ("slice", "disjoint_slice", "atomic_slice")
+            is_slice = p.kind in SLICE_KINDS
             plan.append((p.index, torch_dtype, 1 if is_slice else p.rank, is_slice))
             names += [f"p{p.index}", f"n{p.index}"] if is_slice else [f"p{p.index}", f"s{p.index}", f"t{p.index}"]
         namespace.update(READ_TORCH=_native.read_torch, TENSOR=cls, GETTERS=getters, TORCH_PLAN=tuple(plan))

@@ -48,7 +48,7 @@ from buildtile.errors import (
     ContractError,
     TypeMismatchError,
 )
-from buildtile.interop.abi import PARAM_KINDS, kernel_params, spell_type
+from buildtile.interop.abi import PARAM_KINDS, SLICE_KINDS, kernel_params, spell_type
 from buildtile.runtime.arrays import (
     _EXTRACTORS,
     DEVICE,
@@ -83,8 +83,6 @@ Binder = Callable[[tuple, int], "tuple | None"]
 
 #: specialised binders a signature keeps before starting over
 _MAX_BINDERS = 32
-
-SLICE_KINDS = ("slice", "disjoint_slice", "atomic_slice")
 
 
 @dataclass(frozen=True)
