@@ -7,7 +7,7 @@ from conftest import gpu_status
 
 from buildtile.errors import CudaError, TypeMismatchError
 from buildtile.runtime import cuda_available
-from buildtile.runtime.driver import CudaDriver, set_driver
+from buildtile.runtime.driver import CudaDriver, DeviceContext, set_driver
 from buildtile.runtime.testing import FakeCudaArray
 
 no_gpu = pytest.mark.skipif(gpu_status()[0], reason="this machine has a usable CUDA GPU")
@@ -56,3 +56,41 @@ def test_driver_errors_carry_the_drivers_name_and_text():
 
     error = CudaDriver._error(cu, cu.CUresult.CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel")
     assert error.code == "BT0700" and "cuLaunchKernel" in str(error)
+
+
+class _PointerBindings:
+    """The part of ``cuda.bindings.driver`` that pointer_memory uses: one device allocation whose
+    DEVICE_ORDINAL attribute says 0 although its context is device 1's (as seen on two H200s)."""
+
+    def __init__(self, context: int, ordinal_reported: int, device_of_context: int) -> None:
+        from cuda.bindings import driver as cu
+
+        self.CUpointer_attribute, self.CUmemorytype = cu.CUpointer_attribute, cu.CUmemorytype
+        self.context, self.ordinal, self.device = context, ordinal_reported, device_of_context
+        self.calls: list[str] = []
+
+    def cuPointerGetAttributes(self, count, attrs, ptr):
+        return 0, [int(self.CUmemorytype.CU_MEMORYTYPE_DEVICE), self.ordinal, False, self.context]
+
+    def cuCtxPushCurrent(self, ctx):
+        self.calls.append(f"push {int(ctx):#x}")
+        return (0,)
+
+    def cuCtxGetDevice(self):
+        return 0, self.device
+
+    def cuCtxPopCurrent(self):
+        self.calls.append("pop")
+        return 0, None
+
+
+def test_the_device_of_a_pointer_is_that_of_its_allocating_context():
+    driver = CudaDriver()
+    driver._cu = bindings = _PointerBindings(context=0x5000, ordinal_reported=0, device_of_context=1)
+    assert driver.pointer_memory(0x7F00_0000_0000) == ("device", 1)
+    assert bindings.calls == ["push 0x5000", "pop"]          # the context's device, asked of the driver
+    driver._contexts[1] = DeviceContext(1, 0x5000, 0x5000, (9, 0), "stand-in")
+    assert driver.pointer_memory(0x7F00_0000_0000) == ("device", 1)
+    assert bindings.calls == ["push 0x5000", "pop"]          # a retained primary context: known already
+    bindings.context = None                                   # no allocating context (a memory pool)
+    assert driver.pointer_memory(0x7F00_0000_0000) == ("device", 0)

@@ -183,6 +183,19 @@ class CudaDriver:
         raw_name = self.check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
         return raw_name.split(b"\0", 1)[0].decode(errors="replace"), (int(major), int(minor))
 
+    def context_device(self, context) -> int:
+        """The device of ``context`` (any context, not only the primary ones buildtile retained)."""
+        handle = int(context)
+        for ctx in self.contexts():
+            if ctx.handle_int == handle:
+                return ctx.device
+        cu = self.cu
+        self.check(cu.cuCtxPushCurrent(context), "cuCtxPushCurrent")
+        try:
+            return int(self.check(cu.cuCtxGetDevice(), "cuCtxGetDevice"))
+        finally:
+            cu.cuCtxPopCurrent()
+
     def current_device(self) -> int:
         """The device of the calling thread's current context, or 0 when none is current."""
         cu = self.cu
@@ -212,19 +225,30 @@ class CudaDriver:
 
         Managed memory counts as device memory (of the device it was
         allocated for); pinned host memory counts as host memory.
+
+        The device is that of the context the memory was allocated in, when
+        the driver names one: ``CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL`` has
+        been seen to say 0 for memory of device 1 (driver 580, two H200s),
+        which would launch a kernel on the wrong device. Memory with no
+        allocating context (virtual memory management, pools) keeps the
+        ordinal the driver gives.
         """
         cu = self.cu
         attrs = [
             cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
             cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
             cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_IS_MANAGED,
+            cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_CONTEXT,
         ]
         err, values = cu.cuPointerGetAttributes(len(attrs), attrs, ptr)
         if err != 0:
             return UNKNOWN_MEMORY, None
-        memory_type, ordinal, managed = (int(v) for v in values)
+        memory_type, ordinal, managed = (int(v) for v in values[:3])
         if managed or memory_type in (int(cu.CUmemorytype.CU_MEMORYTYPE_DEVICE),
                                       int(cu.CUmemorytype.CU_MEMORYTYPE_UNIFIED)):
+            context = values[3]
+            if context is not None and int(context):
+                ordinal = self.context_device(context)
             return DEVICE_MEMORY, ordinal
         if memory_type == int(cu.CUmemorytype.CU_MEMORYTYPE_HOST) or memory_type == 0:
             return HOST_MEMORY, None
