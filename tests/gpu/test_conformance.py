@@ -575,6 +575,8 @@ def test_every_kernel_gives_the_same_bytes_from_python_and_cpp(example, cpp_host
     runs = [(f"C++ (main thread, cuda:{device} current)", {"launch_from": "main"}),
             (f"C++ (a thread without a CUDA context; cuda:{elsewhere} current on the main thread)",
              {"launch_from": "thread", "current": other})]
+    if other is not None:  # the arguments' device left elsewhere: the shim launches on theirs all the same
+        runs.append((f"C++ (main thread, cuda:{other} current)", {"launch_from": "main", "current": other}))
     for k, (label, how) in enumerate(runs):
         out = tmp_path / f"out{k}"
         outcomes = cpp_run(cpp_host, jobs_file, out, device=device, **how)
