@@ -54,13 +54,24 @@ def pytest_collection_modifyitems(config, items):
 
 # --------------------------------------------------------------------------- runtime fixtures
 
-@pytest.fixture
-def fake_gpu():
-    """A FakeDriver installed as the runtime's driver for one test."""
+@pytest.fixture(params=["python", "compiled"])
+def fake_gpu(request):
+    """A FakeDriver installed as the runtime's driver for one test; each test runs twice: with
+    launches made by the driver facade in Python, and with launches made by buildtile's compiled
+    launch call, which prepared launches then also call themselves (skipped without it)."""
     from buildtile.runtime.driver import set_driver
+    from buildtile.runtime.native import compiled
     from buildtile.runtime.testing import FakeDriver
 
-    driver = FakeDriver()
+    if request.param == "python":
+        driver = FakeDriver()
+    elif compiled is None:
+        pytest.skip("buildtile's compiled launch call is not built")
+    else:
+        from native_support import CompiledLaunchFakeDriver
+
+        driver = CompiledLaunchFakeDriver()
+        driver.install()
     previous = set_driver(driver)
     yield driver
     set_driver(previous)

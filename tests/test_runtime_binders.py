@@ -87,12 +87,37 @@ class FakeTensor:
         return True
 
 
-@pytest.fixture(params=["compiled", "python"])
+tensors_api: list = [None]  # the exchange API of the current "exchange" run
+
+#: DLPack (type code, bits) of the fake dtypes
+DLPACK_CODES = {"float32": (2, 32), "float64": (2, 64), "int32": (0, 32)}
+
+
+def describe_for_dlpack(tensor: FakeTensor) -> tuple:
+    """What a producer's exchange API says of ``tensor``: its pointer as data + byte_offset, no
+    strides when it is compact (as PyTorch may), the CUDA device or the CPU."""
+    offset = 16 if tensor.ptr >= 16 else 0
+    cuda = tensor.index >= 0
+    strides = None if tensor.is_contiguous() else tensor.strides
+    return (tensor.ptr - offset, 2 if cuda else 1, tensor.index if cuda else 0, DLPACK_CODES[tensor.dtype.name],
+            tensor.shape, strides, offset)
+
+
+@pytest.fixture(params=["compiled", "python", "exchange"])
 def tensors(request, fake_gpu, monkeypatch):
     """``make(shape, dtype="f32", **kw)``: FakeTensors read as PyTorch tensors are, fast path included:
-    by buildtile's compiled reader, and by the binder's own Python (an install without a C compiler)."""
+    by buildtile's compiled reader, through the DLPack exchange API the type has (PyTorch 2.10 on),
+    and by the binder's own Python (an install without a C compiler)."""
     if request.param == "python":
         monkeypatch.setattr(arrays, "_native", None)
+    elif request.param == "exchange":
+        if arrays._native is None:
+            pytest.skip("buildtile's compiled module is not built")
+        from native_support import ExchangeAPI
+
+        api = ExchangeAPI(describe_for_dlpack, lambda device: 0x5000 + device)
+        monkeypatch.setattr(FakeTensor, "__dlpack_c_exchange_api__", api.capsule, raising=False)
+        tensors_api[0] = api
     monkeypatch.setitem(arrays._EXTRACTORS, FakeTensor, arrays._torch_view)
     monkeypatch.setitem(arrays._INLINE_READERS, FakeTensor, TorchTensorReader(DTYPES.get))
 
@@ -103,6 +128,7 @@ def tensors(request, fake_gpu, monkeypatch):
             count *= extent
         return FakeTensor(fake_gpu.allocate(count * DTYPES[dtype].itemsize), shape, dtype, **kwargs)
 
+    make.way = request.param
     return make
 
 
@@ -113,8 +139,12 @@ def test_tensors_launch_through_the_fast_binder(ops, fake_gpu, tensors):
     ops.vecadd[4](a, b, c)
     assert packed(ops.vecadd, fake_gpu) == (a.ptr, 1000, b.ptr, 1000, c.ptr, 1000)
     assert any("fast, for" in text and "FakeTensor" in text for text in sources(ops.vecadd))
-    compiled = any("READ_TORCH(args" in text for text in sources(ops.vecadd))
-    assert compiled == (arrays._native is not None)
+    reader = ops.vecadd[4]._bind.__globals__.get("READ")
+    native = arrays._native
+    if tensors.way == "exchange":
+        assert reader is native.read_dlpack and tensors_api[0].calls == 3
+    else:
+        assert reader is (native.read_torch if native is not None else None)
 
 
 def test_device_arrays_launch_through_the_fast_binder(ops, fake_gpu):
@@ -265,3 +295,15 @@ def test_general_binder_specialised_to_its_types_keeps_every_check(ops, fake_gpu
     assert "fast" not in text and "FakeCudaArray" in text
     refused(fake_gpu, AliasingError, ops.vecadd[1], a, b, b)
     refused(fake_gpu, ContractError, ops.vecadd[1], a, b, fake_gpu.array(9))
+
+
+@pytest.mark.skipif(arrays._native is None, reason="buildtile's compiled module is not built")
+def test_only_an_exchange_api_of_a_known_version_is_used():
+    from native_support import ExchangeAPI
+
+    for version, usable in [((1, 3), True), ((1, 4), True), ((1, 2), False), ((2, 0), False)]:
+        api = ExchangeAPI(describe_for_dlpack, lambda device: 0, version)
+        assert arrays._native.exchange_api_usable(api.capsule) == usable
+    assert not arrays._native.exchange_api_usable(object())
+    with pytest.raises(TypeError, match="not a usable DLPack exchange API"):
+        arrays._native.read_dlpack((), FakeTensor, object(), (), None)

@@ -180,6 +180,24 @@ def test_an_earlier_report_is_raised_before_the_next_launch_is_queued(debug_ops,
     assert len(fake_gpu.launches) == 2
 
 
+def test_a_report_is_raised_before_a_repeated_launch_too(debug_ops, fake_gpu):
+    # arrays whose binder knows their device: with the compiled launch call, the repeats are
+    # launched from C, and the report must still come first
+    from buildtile.runtime import DeviceArray
+
+    a, c = DeviceArray.zeros(10), DeviceArray.zeros(10)
+    debug_ops.shift[1](a, c)
+    debug_ops.shift[1](a, c)
+    armed = getattr(debug_ops.shift[1], "_armed", lambda: False)()
+    assert armed == (type(fake_gpu).__name__ == "CompiledLaunchFakeDriver")
+    fake_gpu.report_out_of_range(debug_ops.SYMBOLS["shift"], 0, 10, 10)
+    with pytest.raises(BoundsError, match="kernel `shift`"):
+        debug_ops.shift[1](a, c)
+    assert len(fake_gpu.launches) == 2
+    debug_ops.shift[1](a, c)
+    assert len(fake_gpu.launches) == 3
+
+
 def test_tensor_reads_name_the_axis(debug_ops, fake_gpu):
     debug_ops.column[1, 1](fake_gpu.array((4, 5)), fake_gpu.array((4, 4)))
     fake_gpu.report_out_of_range(debug_ops.SYMBOLS["column"], 0, index=5, extent=5, axis=1)

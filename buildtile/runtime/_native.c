@@ -16,9 +16,17 @@
  * cuLaunchKernel with a pointer array, built on the stack, into the
  * caller's packed parameter bytes.
  *
- * read_torch() reads, for a generated argument binder, the PyTorch
- * tensors of a launch with the same getters the binder's Python would
- * call, without the interpreter (or an attribute lookup) between them.
+ * read_dlpack() reads, for a generated argument binder, the tensors of a
+ * launch through their type's DLPack exchange API
+ * (__dlpack_c_exchange_api__, dlpack.h v1.3: PyTorch 2.10 and later), one
+ * C call per tensor that allocates nothing. read_torch() does the same
+ * for older PyTorch with the getters the binder's Python would call,
+ * without the interpreter (or an attribute lookup) between them.
+ *
+ * FastLaunch is the base of runtime.launch.PreparedLaunch: once a launch
+ * has gone the Python way and armed it, a call whose arguments bind the
+ * same way (same types, same device, no stream to wait on) resolves the
+ * stream, calls the binder, packs and launches from here.
  *
  * The module is optional: when it could not be compiled at install time,
  * driver.py keeps launching through cuda.bindings.
@@ -26,7 +34,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef int CUresult;
 typedef void* CUcontext;
@@ -45,6 +55,10 @@ static ctx_set_current_fn ctx_set_current;
 static ctx_push_current_fn ctx_push_current;
 static ctx_pop_current_fn ctx_pop_current;
 static launch_kernel_fn launch_kernel;
+
+/* Bumped by install() and forget_armed(): an armed launch of an older epoch is disarmed, so a
+   new driver (or new entry points) never sees a function handle armed under the old one. */
+static unsigned long launch_epoch = 1;
 
 /* A pointer-sized value from an int or from an object with __int__ (cuda.bindings handles). */
 static int as_address(PyObject* value, void** out)
@@ -85,6 +99,7 @@ static PyObject* install(PyObject* self, PyObject* const* args, Py_ssize_t nargs
     ctx_push_current = (ctx_push_current_fn)pointers[2];
     ctx_pop_current = (ctx_pop_current_fn)pointers[3];
     launch_kernel = (launch_kernel_fn)pointers[4];
+    ++launch_epoch;  /* launches armed under the old entry points arm again */
     Py_RETURN_NONE;
 }
 
@@ -104,13 +119,14 @@ static PyObject* installed(PyObject* self, PyObject* unused)
 /* Where launch() failed: its result is the CUresult, negated for the context step. */
 #define CONTEXT_STEP_FAILED(err) (-(long)(err))
 
-/* The launch proper; `packed` stays alive in the caller while the GIL is released. */
-static PyObject* launch_in(void* context, void* function, const unsigned* config, void* stream, void** params)
+/* The launch proper: 0, the CUresult of a failed launch, or CONTEXT_STEP_FAILED(err). The
+   caller keeps the memory `params` points into alive; the GIL is released for the launch. */
+static long launch_in(void* context, void* function, const unsigned* config, void* stream, void** params)
 {
     CUcontext current = NULL;
     CUresult err = ctx_get_current(&current);
     if (err != 0)
-        return PyLong_FromLong(CONTEXT_STEP_FAILED(err));
+        return CONTEXT_STEP_FAILED(err);
     int pushed = 0;
     if (current != context) {
         if (current == NULL) {  /* nothing current: adopt the primary context, as the runtime API does */
@@ -120,7 +136,7 @@ static PyObject* launch_in(void* context, void* function, const unsigned* config
             pushed = 1;
         }
         if (err != 0)
-            return PyLong_FromLong(CONTEXT_STEP_FAILED(err));
+            return CONTEXT_STEP_FAILED(err);
     }
     /* a full launch queue makes cuLaunchKernel wait: other Python threads may run meanwhile */
     Py_BEGIN_ALLOW_THREADS
@@ -131,7 +147,14 @@ static PyObject* launch_in(void* context, void* function, const unsigned* config
         CUcontext popped;
         ctx_pop_current(&popped);
     }
-    return PyLong_FromLong((long)err);
+    return (long)err;
+}
+
+/* Point params[k] at byte offsets[k] of `base`; params has room for `count` pointers. */
+static void point_params(void** params, char* base, const Py_ssize_t* offsets, Py_ssize_t count)
+{
+    for (Py_ssize_t k = 0; k < count; ++k)
+        params[k] = base + offsets[k];
 }
 
 
@@ -144,6 +167,44 @@ PyDoc_STRVAR(launch_doc,
 
 /* More kernel parameters than CUDA takes (32764 bytes of them, at least a byte each). */
 #define MAX_PARAMS 32768
+/* Kernel parameters a launch points at without allocating. */
+#define STACK_PARAMS 64
+
+/* The ints of the tuple `offsets` into `out`, each inside packed bytes of `size`; -1 with an
+   exception when one is not. */
+static int read_offsets(PyObject* offsets, Py_ssize_t size, Py_ssize_t* out)
+{
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(offsets); ++k) {
+        Py_ssize_t offset = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, k));
+        if (offset < 0 || offset >= size) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "a parameter offset lies outside the packed bytes");
+            return -1;
+        }
+        out[k] = offset;
+    }
+    return 0;
+}
+
+/* Seven unsigned 32-bit ints from the tuple `shape` (grid, block, dynamic shared bytes). */
+static int read_config(PyObject* shape, unsigned* config)
+{
+    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 7) {
+        PyErr_SetString(PyExc_TypeError, "config must be a tuple of 7 ints");
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < 7; ++k) {
+        unsigned long value = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(shape, k));
+        if (value == (unsigned long)-1 && PyErr_Occurred())
+            return -1;
+        if (value > UINT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "a config entry does not fit 32 bits");
+            return -1;
+        }
+        config[k] = (unsigned)value;
+    }
+    return 0;
+}
 
 static PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
 {
@@ -160,21 +221,9 @@ static PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
     if (as_address(args[0], &context) < 0 || as_address(args[1], &function) < 0 ||
         as_address(args[3], &stream) < 0)
         return NULL;
-    PyObject *shape = args[2], *packed = args[4], *offsets = args[5];
-    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 7) {
-        PyErr_SetString(PyExc_TypeError, "launch(): config must be a tuple of 7 ints");
+    PyObject *packed = args[4], *offsets = args[5];
+    if (read_config(args[2], config) < 0)
         return NULL;
-    }
-    for (Py_ssize_t k = 0; k < 7; ++k) {
-        unsigned long value = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(shape, k));
-        if (value == (unsigned long)-1 && PyErr_Occurred())
-            return NULL;
-        if (value > UINT32_MAX) {
-            PyErr_SetString(PyExc_OverflowError, "launch(): a config entry does not fit 32 bits");
-            return NULL;
-        }
-        config[k] = (unsigned)value;
-    }
     if (!PyBytes_Check(packed) || !PyTuple_Check(offsets)) {
         PyErr_SetString(PyExc_TypeError, "launch(): packed must be bytes and offsets a tuple");
         return NULL;
@@ -184,23 +233,22 @@ static PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "launch(): too many kernel parameters");
         return NULL;
     }
-    void* stack_params[64];
-    void** params = count <= 64 ? stack_params : PyMem_Malloc((size_t)count * sizeof(void*));
-    if (params == NULL)
-        return PyErr_NoMemory();
-    char* base = PyBytes_AS_STRING(packed);
-    for (Py_ssize_t k = 0; k < count; ++k) {
-        Py_ssize_t offset = PyLong_AsSsize_t(PyTuple_GET_ITEM(offsets, k));
-        if (offset < 0 || offset >= size) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "launch(): a parameter offset lies outside the packed bytes");
-            if (params != stack_params)
-                PyMem_Free(params);
-            return NULL;
-        }
-        params[k] = base + offset;
+    Py_ssize_t stack_offsets[STACK_PARAMS];
+    void* stack_params[STACK_PARAMS];
+    Py_ssize_t* at = count <= STACK_PARAMS ? stack_offsets : PyMem_Malloc((size_t)count * sizeof(Py_ssize_t));
+    void** params = count <= STACK_PARAMS ? stack_params : PyMem_Malloc((size_t)count * sizeof(void*));
+    PyObject* result = NULL;
+    if (at == NULL || params == NULL) {
+        PyErr_NoMemory();
+        goto done;
     }
-    PyObject* result = launch_in(context, function, config, stream, count ? params : NULL);
+    if (read_offsets(offsets, size, at) < 0)
+        goto done;
+    point_params(params, PyBytes_AS_STRING(packed), at, count);
+    result = PyLong_FromLong(launch_in(context, function, config, stream, count ? params : NULL));
+done:
+    if (at != stack_offsets)
+        PyMem_Free(at);
     if (params != stack_params)
         PyMem_Free(params);
     return result;
@@ -306,6 +354,12 @@ static int same_as(PyObject* last, PyObject* const* items, Py_ssize_t count)
     return 1;
 }
 
+typedef struct DLPackExchangeAPI DLPackExchangeAPI;
+
+/* What read_torch() and read_dlpack() return, read with `api` or, without it, with `getters`. */
+static PyObject* collect_reads(PyObject* arguments, PyObject* plan, PyObject* last, Py_ssize_t count,
+                               const DLPackExchangeAPI* api, PyObject* const* getters);
+
 PyDoc_STRVAR(read_torch_doc,
     "read_torch(args, tensor_type, getters, plan, last) -> tuple | None | False\n\n"
     "What a generated binder needs of the PyTorch tensors among `args`. `getters` are the\n"
@@ -354,6 +408,139 @@ static PyObject* read_torch(PyObject* self, PyObject* const* args, Py_ssize_t na
         if (Py_TYPE(PyTuple_GET_ITEM(arguments, position)) != tensor_type)
             Py_RETURN_FALSE;
     }
+    return collect_reads(arguments, plan, last, count, NULL, getters);
+}
+
+/* ------------------------------------------------------------------ the DLPack exchange API */
+
+/* The part of dlpack.h (v1.3) that `type.__dlpack_c_exchange_api__` gives: a capsule named
+   "dlpack_exchange_api" around a table of the producer's C functions. One of them fills a
+   DLTensor for a tensor without allocating anything (PyTorch 2.10 and later have it), another
+   gives the producer's current stream of a device. */
+typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
+typedef struct {
+    void* data;
+    DLDevice device;
+    int32_t ndim;
+    DLDataType dtype;
+    int64_t* shape;
+    int64_t* strides;  /* NULL: compact row-major */
+    uint64_t byte_offset;
+} DLTensor;
+typedef struct { uint32_t major; uint32_t minor; } DLPackVersion;
+typedef struct DLPackExchangeAPIHeader {
+    DLPackVersion version;
+    struct DLPackExchangeAPIHeader* prev_api;
+} DLPackExchangeAPIHeader;
+struct DLPackExchangeAPI {
+    DLPackExchangeAPIHeader header;
+    void* managed_tensor_allocator;
+    void* managed_tensor_from_py_object_no_sync;
+    void* managed_tensor_to_py_object_no_sync;
+    int (*dltensor_from_py_object_no_sync)(void* py_object, DLTensor* out);
+    int (*current_work_stream)(int32_t device_type, int32_t device_id, void** out_stream);
+};
+
+enum { KDL_CUDA = 2 };
+#define EXCHANGE_API_CAPSULE "dlpack_exchange_api"
+
+/* The table in `capsule`, when it is one this module can use (major version 1, from minor 3,
+   with both functions above); NULL without an exception otherwise. */
+static const DLPackExchangeAPI* exchange_api(PyObject* capsule)
+{
+    if (!PyCapsule_IsValid(capsule, EXCHANGE_API_CAPSULE))
+        return NULL;
+    const DLPackExchangeAPI* api = PyCapsule_GetPointer(capsule, EXCHANGE_API_CAPSULE);
+    if (api == NULL || api->header.version.major != 1 || api->header.version.minor < 3 ||
+        api->dltensor_from_py_object_no_sync == NULL || api->current_work_stream == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return api;
+}
+
+PyDoc_STRVAR(exchange_api_usable_doc,
+    "exchange_api_usable(capsule) -> bool\n\n"
+    "Whether `capsule` (a type's __dlpack_c_exchange_api__) is a DLPack exchange table that\n"
+    "read_dlpack() and prepared launches can use.");
+
+static PyObject* exchange_api_usable(PyObject* self, PyObject* capsule)
+{
+    return PyBool_FromLong(exchange_api(capsule) != NULL);
+}
+
+/* A tuple of `count` ints from `values`. */
+static PyObject* int_tuple(const int64_t* values, int count)
+{
+    PyObject* tuple = PyTuple_New(count);
+    for (int k = 0; tuple != NULL && k < count; ++k) {
+        PyObject* value = PyLong_FromLongLong(values[k]);
+        if (value == NULL)
+            Py_CLEAR(tuple);
+        else
+            PyTuple_SET_ITEM(tuple, k, value);
+    }
+    return tuple;
+}
+
+/* Read one tensor planned as (position, dtype code, dtype bits, rank, is_slice) into `items`
+   (new references), as read_one_tensor() does; 0 when it is not plainly right, -1 on an error
+   that is ours (no memory). */
+static int read_one_dltensor(const DLPackExchangeAPI* api, PyObject* tensor, PyObject* plan, PyObject** items,
+                             long long* device)
+{
+    DLTensor t;
+    if (api->dltensor_from_py_object_no_sync(tensor, &t) != 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const long code = PyLong_AsLong(PyTuple_GET_ITEM(plan, 1)), bits = PyLong_AsLong(PyTuple_GET_ITEM(plan, 2));
+    const long rank = PyLong_AsLong(PyTuple_GET_ITEM(plan, 3));
+    const int slice = PyTuple_GET_ITEM(plan, 4) == Py_True;
+    if (t.device.device_type != KDL_CUDA || t.dtype.code != code || t.dtype.bits != bits || t.dtype.lanes != 1 ||
+        t.ndim != rank || t.device.device_id < 0 || (*device >= 0 && t.device.device_id != *device))
+        return 0;
+    /* a 1-D view is what a slice asks when its stride is 1 or it has at most one element */
+    if (slice && t.strides != NULL && t.shape[0] > 1 && t.strides[0] != 1)
+        return 0;
+    *device = t.device.device_id;
+    items[0] = PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)t.data + t.byte_offset);
+    if (items[0] == NULL)
+        return -1;
+    if (slice) {
+        items[1] = PyLong_FromLongLong(t.shape[0]);
+        if (items[1] == NULL) {
+            Py_DECREF(items[0]);
+            return -1;
+        }
+        return 2;
+    }
+    int64_t compact[64];
+    const int64_t* strides = t.strides;
+    if (strides == NULL) {  /* row-major, spelled out */
+        if (t.ndim > 64)
+            return 0;
+        int64_t step = 1;
+        for (int axis = t.ndim - 1; axis >= 0; --axis) {
+            compact[axis] = step;
+            step *= t.shape[axis] > 1 ? t.shape[axis] : 1;
+        }
+        strides = compact;
+    }
+    items[1] = int_tuple(t.shape, t.ndim);
+    items[2] = items[1] == NULL ? NULL : int_tuple(strides, t.ndim);
+    if (items[2] == NULL) {
+        Py_DECREF(items[0]);
+        Py_XDECREF(items[1]);
+        return -1;
+    }
+    return 3;
+}
+
+static PyObject* collect_reads(PyObject* arguments, PyObject* plan, PyObject* last, Py_ssize_t count,
+                               const DLPackExchangeAPI* api, PyObject* const* getters)
+{
     PyObject* stack_items[STACK_ITEMS];
     const Py_ssize_t capacity = 1 + 3 * count;
     PyObject** items = capacity <= STACK_ITEMS ? stack_items : PyMem_Malloc((size_t)capacity * sizeof(PyObject*));
@@ -365,7 +552,10 @@ static PyObject* read_torch(PyObject* self, PyObject* const* args, Py_ssize_t na
     for (Py_ssize_t k = 0; k < count; ++k) {
         PyObject* entry = PyTuple_GET_ITEM(plan, k);
         PyObject* tensor = PyTuple_GET_ITEM(arguments, PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0)));
-        int read = read_one_tensor(getters, tensor, entry, items + used, &device);
+        int read = api != NULL ? read_one_dltensor(api, tensor, entry, items + used, &device)
+                               : read_one_tensor(getters, tensor, entry, items + used, &device);
+        if (read < 0)
+            goto done;
         if (read == 0) {
             PyErr_Clear();  /* the general path raises whatever deserves raising */
             result = Py_NewRef(Py_None);
@@ -374,10 +564,8 @@ static PyObject* read_torch(PyObject* self, PyObject* const* args, Py_ssize_t na
         used += read;
     }
     items[0] = PyLong_FromLongLong(device);
-    if (items[0] == NULL) {
-        result = NULL;
+    if (items[0] == NULL)
         goto done;
-    }
     if (same_as(last, items, used)) {
         result = Py_NewRef(last);
         Py_DECREF(items[0]);
@@ -400,11 +588,415 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(read_dlpack_doc,
+    "read_dlpack(args, tensor_type, api, plan, last) -> tuple | None | False\n\n"
+    "read_torch(), through the DLPack exchange API of `tensor_type` (the capsule `api`, its\n"
+    "__dlpack_c_exchange_api__): one C call per tensor. `plan` has one (position, DLPack dtype\n"
+    "code, dtype bits, rank, is_slice) per array parameter. The result is read_torch()'s (shapes\n"
+    "and strides as tuples of ints).");
+
+static PyObject* read_dlpack(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyTuple_Check(args[0]) || !PyType_Check(args[1]) || !PyTuple_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "read_dlpack() takes (args, tensor type, api, plan, last)");
+        return NULL;
+    }
+    const DLPackExchangeAPI* api = exchange_api(args[2]);
+    if (api == NULL) {
+        PyErr_SetString(PyExc_TypeError, "read_dlpack(): api is not a usable DLPack exchange API capsule");
+        return NULL;
+    }
+    PyObject *arguments = args[0], *plan = args[3], *last = args[4];
+    PyTypeObject* tensor_type = (PyTypeObject*)args[1];
+    Py_ssize_t count = PyTuple_GET_SIZE(plan);
+    for (Py_ssize_t k = 0; k < count; ++k) {
+        PyObject* entry = PyTuple_GET_ITEM(plan, k);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 5) {
+            PyErr_SetString(PyExc_TypeError, "read_dlpack(): a plan entry is not (position, code, bits, rank, is_slice)");
+            return NULL;
+        }
+        Py_ssize_t position = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0));
+        if (position < 0 || position >= PyTuple_GET_SIZE(arguments)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_IndexError, "read_dlpack(): a plan position is out of range");
+            return NULL;
+        }
+        if (Py_TYPE(PyTuple_GET_ITEM(arguments, position)) != tensor_type)
+            Py_RETURN_FALSE;
+    }
+    return collect_reads(arguments, plan, last, count, api, NULL);
+}
+
+/* ------------------------------------------------------------------ prepared launches */
+
+/* The base of runtime.launch.PreparedLaunch. Calling it launches the way PreparedLaunch._launch
+   does, but without the interpreter, once _launch has armed it (_arm) with what that way found:
+   the binder, the device and its context and function handles, the packing of the parameters.
+   Anything else than the armed case (no arming yet, another device than the armed one, other
+   argument types, streams to wait on, a stream that is not a plain int, a failed launch) goes
+   to the Python methods, which decide, raise or re-arm. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    unsigned long epoch;       /* launch_epoch when armed; 0: not armed */
+    PyObject* bind;            /* binder(args, stream) -> (values, device, env, waits) | None */
+    PyObject* device;          /* the device the handles below belong to */
+    PyObject* pack;            /* pack(*values, *extras) -> bytes */
+    PyObject* extras;          /* tuple: values packed after the binder's */
+    PyObject* resolve_stream; /* resolve_stream(stream, args) -> int, for a stream that is no plain int */
+    PyObject* streams;        /* None, or the DLPack exchange API capsule whose current stream of the
+                                 armed device stream=None means (the arguments are all of its type) */
+    const DLPackExchangeAPI* streams_api;
+    int32_t device_id;        /* the armed device, as an int */
+    void* context;
+    void* function;
+    unsigned config[7];
+    Py_ssize_t count;          /* kernel parameters */
+    Py_ssize_t* offsets;       /* parameter k at byte offsets[k] of the packed bytes */
+    Py_ssize_t min_size;       /* packed bytes shorter than this are not the kernel's */
+    PyObject* last_values;     /* the last values packed, and their bytes */
+    PyObject* last_packed;
+} FastLaunch;
+
+static void disarm(FastLaunch* self)
+{
+    self->epoch = 0;
+    Py_CLEAR(self->bind);
+    Py_CLEAR(self->device);
+    Py_CLEAR(self->pack);
+    Py_CLEAR(self->extras);
+    Py_CLEAR(self->resolve_stream);
+    Py_CLEAR(self->streams);
+    self->streams_api = NULL;
+    Py_CLEAR(self->last_values);
+    Py_CLEAR(self->last_packed);
+    PyMem_Free(self->offsets);
+    self->offsets = NULL;
+    self->count = 0;
+}
+
+/* The way of the Python methods: self._launch(args, stream, bound). */
+static PyObject* general_launch(FastLaunch* self, PyObject* arguments, PyObject* stream, PyObject* bound)
+{
+    static PyObject* name = NULL;
+    if (name == NULL && (name = PyUnicode_InternFromString("_launch")) == NULL)
+        return NULL;
+    PyObject* call[4] = {(PyObject*)self, arguments, stream, bound};
+    return PyObject_VectorcallMethod(name, call, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* The packed bytes of `values` (the last ones when the binder handed back the same tuple). */
+static PyObject* packed_for(FastLaunch* self, PyObject* values)
+{
+    if (values == self->last_values)
+        return Py_NewRef(self->last_packed);
+    Py_ssize_t n = PyTuple_GET_SIZE(values), extra = PyTuple_GET_SIZE(self->extras), total = n + extra;
+    PyObject* stack[STACK_PARAMS];
+    PyObject** items = total <= STACK_PARAMS ? stack : PyMem_Malloc((size_t)total * sizeof(PyObject*));
+    if (items == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t k = 0; k < n; ++k)
+        items[k] = PyTuple_GET_ITEM(values, k);
+    for (Py_ssize_t k = 0; k < extra; ++k)
+        items[n + k] = PyTuple_GET_ITEM(self->extras, k);
+    PyObject* packed = PyObject_Vectorcall(self->pack, items, (size_t)total, NULL);
+    if (items != stack)
+        PyMem_Free(items);
+    if (packed == NULL)
+        return NULL;
+    if (!PyBytes_Check(packed) || PyBytes_GET_SIZE(packed) < self->min_size) {
+        Py_DECREF(packed);
+        PyErr_SetString(PyExc_SystemError, "a prepared launch packed its parameters into too few bytes");
+        return NULL;
+    }
+    Py_XSETREF(self->last_values, Py_NewRef(values));
+    Py_XSETREF(self->last_packed, Py_NewRef(packed));
+    return packed;
+}
+
+/* Launch the armed function with the binder's result `bound`; None, or NULL with an exception. */
+static PyObject* armed_launch(FastLaunch* self, PyObject* bound, PyObject* stream_object)
+{
+    void* stream = PyLong_AsVoidPtr(stream_object);
+    if (stream == NULL && PyErr_Occurred())
+        return NULL;
+    PyObject* packed = packed_for(self, PyTuple_GET_ITEM(bound, 0));
+    if (packed == NULL)
+        return NULL;
+    /* copies: another thread may re-arm this launch while the GIL is released for the launch */
+    const Py_ssize_t count = self->count;
+    unsigned config[7];
+    memcpy(config, self->config, sizeof config);
+    void* stack[STACK_PARAMS];
+    void** params = count <= STACK_PARAMS ? stack : PyMem_Malloc((size_t)count * sizeof(void*));
+    if (params == NULL) {
+        Py_DECREF(packed);
+        return PyErr_NoMemory();
+    }
+    point_params(params, PyBytes_AS_STRING(packed), self->offsets, count);
+    PyObject* device = Py_NewRef(self->device);
+    long err = launch_in(self->context, self->function, config, stream, count ? params : NULL);
+    if (params != stack)
+        PyMem_Free(params);
+    Py_DECREF(packed);
+    PyObject* result = Py_NewRef(Py_None);
+    if (err != 0) {  /* the Python side names the failure and raises it */
+        Py_SETREF(result, PyObject_CallMethod((PyObject*)self, "_launch_failed", "OlO", device, err, stream_object));
+        if (result != NULL)
+            Py_SETREF(result, Py_NewRef(Py_None));
+    }
+    Py_DECREF(device);
+    return result;
+}
+
+/* Whether `value` is a plain int that can be a CUstream (not negative). */
+static int is_stream_handle(PyObject* value)
+{
+    if (!PyLong_CheckExact(value))
+        return 0;
+    int overflow = 0;
+    long long small = PyLong_AsLongLongAndOverflow(value, &overflow);
+    return overflow > 0 || (overflow == 0 && small >= 0);
+}
+
+static PyObject* fast_launch_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames)
+{
+    FastLaunch* self = (FastLaunch*)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject* stream = Py_None;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        if (PyTuple_GET_SIZE(kwnames) != 1 ||
+            PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "stream") != 0) {
+            PyErr_Format(PyExc_TypeError,
+                         "a prepared launch takes the kernel's arguments and stream=, got keywords %R", kwnames);
+            return NULL;
+        }
+        stream = args[nargs];
+    }
+    PyObject* arguments = PyTuple_New(nargs);
+    if (arguments == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < nargs; ++k)
+        PyTuple_SET_ITEM(arguments, k, Py_NewRef(args[k]));
+    PyObject *result = NULL, *handle = NULL, *bound = NULL;
+    if (self->epoch != launch_epoch) {
+        result = general_launch(self, arguments, stream, Py_None);
+        goto done;
+    }
+    int guessed = 0;  /* stream=None read as the armed device's current stream */
+    if (is_stream_handle(stream)) {
+        handle = Py_NewRef(stream);
+    } else if (stream == Py_None && self->streams_api != NULL) {
+        void* current = NULL;
+        if (self->streams_api->current_work_stream(KDL_CUDA, self->device_id, &current) == 0) {
+            handle = PyLong_FromVoidPtr(current);
+            if (handle == NULL)
+                goto done;
+            guessed = 1;
+        } else {
+            PyErr_Clear();
+        }
+    }
+    if (handle == NULL) {  /* None (the arguments' current stream), a stream object, or a refusal */
+        PyObject* call[2] = {stream, arguments};
+        handle = PyObject_Vectorcall(self->resolve_stream, call, 2, NULL);
+        if (handle == NULL)
+            goto done;
+        if (!is_stream_handle(handle)) {
+            result = general_launch(self, arguments, handle, Py_None);
+            goto done;
+        }
+    }
+    PyObject* call[2] = {arguments, handle};
+    PyObject* bind = Py_NewRef(self->bind);
+    bound = PyObject_Vectorcall(bind, call, 2, NULL);
+    Py_DECREF(bind);
+    if (bound == NULL)
+        goto done;
+    if (PyTuple_CheckExact(bound) && PyTuple_GET_SIZE(bound) == 4 && PyTuple_CheckExact(PyTuple_GET_ITEM(bound, 0)) &&
+        PyTuple_CheckExact(PyTuple_GET_ITEM(bound, 3)) && PyTuple_GET_SIZE(PyTuple_GET_ITEM(bound, 3)) == 0 &&
+        self->epoch == launch_epoch) {
+        PyObject* device = PyTuple_GET_ITEM(bound, 1);
+        int same = device == self->device || (device != Py_None && PyObject_RichCompareBool(device, self->device, Py_EQ) == 1);
+        PyErr_Clear();
+        if (same) {  /* the armed case; `bound` (and the capsules in its env) lives until launched */
+            result = armed_launch(self, bound, handle);
+            goto done;
+        }
+    }
+    /* a guess of the stream holds for the armed device only: the general way starts over */
+    result = guessed ? general_launch(self, arguments, stream, Py_None) : general_launch(self, arguments, handle, bound);
+done:
+    Py_DECREF(arguments);
+    Py_XDECREF(handle);
+    Py_XDECREF(bound);
+    return result;
+}
+
+PyDoc_STRVAR(arm_doc,
+    "_arm(bind, device, context, function, config, offsets, pack, extras, resolve_stream, streams)\n\n"
+    "Launch without the Python methods from now on, while the binder `bind` gives `device`: with\n"
+    "the context and function addresses, config as for launch(), parameter k at byte offsets[k]\n"
+    "of pack(*values, *extras), and resolve_stream(stream, args) for a stream that is no int;\n"
+    "`streams`: None, or a DLPack exchange API capsule whose current stream of `device` is what\n"
+    "stream=None means for these arguments.");
+
+static PyObject* fast_launch_arm(PyObject* object, PyObject* const* args, Py_ssize_t nargs)
+{
+    FastLaunch* self = (FastLaunch*)object;
+    void *context, *function;
+    unsigned config[7];
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "_arm() takes 10 arguments");
+        return NULL;
+    }
+    if (launch_kernel == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_arm() before install()");
+        return NULL;
+    }
+    PyObject* offsets = args[5];
+    if (as_address(args[2], &context) < 0 || as_address(args[3], &function) < 0 || read_config(args[4], config) < 0)
+        return NULL;
+    if (!PyTuple_Check(offsets) || !PyTuple_Check(args[7]) || !PyCallable_Check(args[0]) ||
+        !PyCallable_Check(args[6]) || !PyCallable_Check(args[8])) {
+        PyErr_SetString(PyExc_TypeError, "_arm(): offsets and extras must be tuples; bind, pack, resolve_stream callables");
+        return NULL;
+    }
+    const DLPackExchangeAPI* streams_api = NULL;
+    if (args[9] != Py_None && (streams_api = exchange_api(args[9])) == NULL) {
+        PyErr_SetString(PyExc_TypeError, "_arm(): streams is neither None nor a usable DLPack exchange API capsule");
+        return NULL;
+    }
+    long device_id = PyLong_AsLong(args[1]);
+    if (device_id < 0 || device_id > INT32_MAX) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "_arm(): the device is not a device number");
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(offsets);
+    if (count > MAX_PARAMS) {
+        PyErr_SetString(PyExc_ValueError, "_arm(): too many kernel parameters");
+        return NULL;
+    }
+    Py_ssize_t* at = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(Py_ssize_t));
+    if (at == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t min_size = 0;
+    if (read_offsets(offsets, PY_SSIZE_T_MAX, at) < 0) {
+        PyMem_Free(at);
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < count; ++k)
+        if (at[k] + 1 > min_size)
+            min_size = at[k] + 1;
+    disarm(self);
+    self->bind = Py_NewRef(args[0]);
+    self->device = Py_NewRef(args[1]);
+    self->pack = Py_NewRef(args[6]);
+    self->extras = Py_NewRef(args[7]);
+    self->resolve_stream = Py_NewRef(args[8]);
+    self->streams = Py_NewRef(args[9]);
+    self->streams_api = streams_api;
+    self->device_id = (int32_t)device_id;
+    self->context = context;
+    self->function = function;
+    memcpy(self->config, config, sizeof config);
+    self->count = count;
+    self->offsets = at;
+    self->min_size = min_size;
+    self->epoch = launch_epoch;
+    Py_RETURN_NONE;
+}
+
+static PyObject* fast_launch_disarm(PyObject* self, PyObject* unused)
+{
+    disarm((FastLaunch*)self);
+    Py_RETURN_NONE;
+}
+
+static PyObject* fast_launch_armed(PyObject* object, PyObject* unused)
+{
+    FastLaunch* self = (FastLaunch*)object;
+    return PyBool_FromLong(self->epoch != 0 && self->epoch == launch_epoch);
+}
+
+static PyObject* fast_launch_new(PyTypeObject* type, PyObject* args, PyObject* kwargs)
+{
+    FastLaunch* self = (FastLaunch*)type->tp_alloc(type, 0);
+    if (self != NULL)
+        self->vectorcall = fast_launch_call;
+    return (PyObject*)self;
+}
+
+static int fast_launch_traverse(PyObject* object, visitproc visit, void* arg)
+{
+    FastLaunch* self = (FastLaunch*)object;
+    Py_VISIT(self->bind);
+    Py_VISIT(self->device);
+    Py_VISIT(self->pack);
+    Py_VISIT(self->extras);
+    Py_VISIT(self->resolve_stream);
+    Py_VISIT(self->streams);
+    Py_VISIT(self->last_values);
+    Py_VISIT(self->last_packed);
+    return 0;
+}
+
+static int fast_launch_clear(PyObject* self)
+{
+    disarm((FastLaunch*)self);
+    return 0;
+}
+
+static void fast_launch_dealloc(PyObject* self)
+{
+    PyTypeObject* type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    disarm((FastLaunch*)self);
+    type->tp_free(self);  /* a heap subclass's dealloc releases the type itself */
+}
+
+static PyMethodDef fast_launch_methods[] = {
+    {"_arm", (PyCFunction)(void (*)(void))fast_launch_arm, METH_FASTCALL, arm_doc},
+    {"_disarm", fast_launch_disarm, METH_NOARGS, "Launch through the Python methods again."},
+    {"_armed", fast_launch_armed, METH_NOARGS, "Whether a call may launch without the Python methods."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject FastLaunchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "buildtile.runtime._native.FastLaunch",
+    .tp_doc = "The compiled call of a prepared launch (the base of runtime.launch.PreparedLaunch).",
+    .tp_basicsize = sizeof(FastLaunch),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = fast_launch_new,
+    .tp_dealloc = fast_launch_dealloc,
+    .tp_traverse = fast_launch_traverse,
+    .tp_clear = fast_launch_clear,
+    .tp_vectorcall_offset = offsetof(FastLaunch, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_methods = fast_launch_methods,
+};
+
+PyDoc_STRVAR(forget_armed_doc,
+    "forget_armed()\n\n"
+    "Disarm every prepared launch (a new driver is in place): each launches the Python way once,\n"
+    "and re-arms from what it finds then.");
+
+static PyObject* forget_armed(PyObject* self, PyObject* unused)
+{
+    ++launch_epoch;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"install", (PyCFunction)(void (*)(void))install, METH_FASTCALL, install_doc},
     {"installed", installed, METH_NOARGS, installed_doc},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL, launch_doc},
     {"read_torch", (PyCFunction)(void (*)(void))read_torch, METH_FASTCALL, read_torch_doc},
+    {"read_dlpack", (PyCFunction)(void (*)(void))read_dlpack, METH_FASTCALL, read_dlpack_doc},
+    {"exchange_api_usable", exchange_api_usable, METH_O, exchange_api_usable_doc},
+    {"forget_armed", forget_armed, METH_NOARGS, forget_armed_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -418,5 +1010,10 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__native(void)
 {
-    return PyModule_Create(&module);
+    if (PyType_Ready(&FastLaunchType) < 0)
+        return NULL;
+    PyObject* created = PyModule_Create(&module);
+    if (created != NULL && PyModule_AddObjectRef(created, "FastLaunch", (PyObject*)&FastLaunchType) < 0)
+        Py_CLEAR(created);
+    return created;
 }

@@ -32,12 +32,8 @@ from collections.abc import Callable, Sequence
 
 from buildtile.interop.abi import SLICE_KINDS
 from buildtile.runtime import dlpack
-from buildtile.runtime.dtypes import display_name, from_dlpack, from_torch, from_typestr
-
-try:  # buildtile's compiled module (optional: an install without a C compiler has none)
-    from buildtile.runtime import _native
-except ImportError:
-    _native = None
+from buildtile.runtime.dtypes import DLPACK_OF_NAME, display_name, from_dlpack, from_torch, from_typestr
+from buildtile.runtime.native import compiled as _native
 
 #: where an array's memory lives, as far as the view alone can tell
 DEVICE, HOST, UNKNOWN = "device", "host", "unknown"
@@ -441,28 +437,47 @@ class TorchTensorReader(InlineReader):
                 f"d{k} = a{k}.get_device()"]
 
     def batch_code(self, params, cls, namespace, shortcut):
-        """The same getters as the lines above, called from C (``_native.read_torch``), when
-        buildtile's compiled module is there."""
+        """All the tensors in one call into buildtile's compiled module, when it is there: through
+        the DLPack exchange API of ``cls`` where it has one (``_native.read_dlpack``: one C call
+        per tensor, PyTorch 2.10 and later), else with the getters of the lines above
+        (``_native.read_torch``)."""
         if _native is None:
             return None
-        try:
-            getters = tuple(getattr(cls, name) for name in TORCH_GETTERS)
-        except AttributeError:
-            return None
+        api = exchange_api(cls)
         plan, names = [], ["d"]
         for p in params:
-            torch_dtype = self.dtype_object(p.dtype)
-            if torch_dtype is None:
-                return None
             is_slice = p.kind in SLICE_KINDS
-            plan.append((p.index, torch_dtype, 1 if is_slice else p.rank, is_slice))
+            rank = 1 if is_slice else p.rank
+            if api is not None:
+                plan.append((p.index, *DLPACK_OF_NAME[p.dtype], rank, is_slice))
+            else:
+                torch_dtype = self.dtype_object(p.dtype)
+                if torch_dtype is None:
+                    return None
+                plan.append((p.index, torch_dtype, rank, is_slice))
             names += [f"p{p.index}", f"n{p.index}"] if is_slice else [f"p{p.index}", f"s{p.index}", f"t{p.index}"]
-        namespace.update(READ_TORCH=_native.read_torch, TENSOR=cls, GETTERS=getters, TORCH_PLAN=tuple(plan))
-        return [f"read = READ_TORCH(args, TENSOR, GETTERS, TORCH_PLAN, {'seen[0]' if shortcut else 'None'})",
+        if api is not None:
+            namespace.update(READ=_native.read_dlpack, TENSOR=cls, SOURCE=api, PLAN=tuple(plan))
+        else:
+            try:
+                getters = tuple(getattr(cls, name) for name in TORCH_GETTERS)
+            except AttributeError:
+                return None
+            namespace.update(READ=_native.read_torch, TENSOR=cls, SOURCE=getters, PLAN=tuple(plan))
+        return [f"read = READ(args, TENSOR, SOURCE, PLAN, {'seen[0]' if shortcut else 'None'})",
                 "if not read:",
                 "    return None if read is False else SLOW(args, stream)",
                 *(["if read is seen[0]:", "    return seen[1]"] if shortcut else []),
                 f"{', '.join(names)} = read"]
+
+
+def exchange_api(cls: type) -> object | None:
+    """The DLPack exchange API (``__dlpack_c_exchange_api__``, a capsule) of ``cls``, when
+    buildtile's compiled module can use it; else None."""
+    capsule = getattr(cls, "__dlpack_c_exchange_api__", None)
+    if capsule is None or _native is None or not _native.exchange_api_usable(capsule):
+        return None
+    return capsule
 
 
 #: what ``_native.read_torch`` calls on a tensor: three attributes, then four methods (its order)

@@ -71,6 +71,8 @@ class DeviceArray:
         self._element_strides = tuple(s // self.dtype.itemsize for s in self.strides)
         driver = get_driver()
         self._context = driver.context(self.device)
+        # freed by the driver that allocated it, even when another one is in place by then
+        self._driver = driver
         self.ptr = driver.mem_alloc(self._context, self.nbytes)
 
     # ------------------------------------------------------------------ constructors
@@ -158,7 +160,7 @@ class DeviceArray:
         """Release the memory now (also done when the object is collected)."""
         ptr, self.ptr = self.ptr, 0
         if ptr:
-            get_driver().mem_free(self._context, ptr)
+            self._driver.mem_free(self._context, ptr)
 
     def __del__(self) -> None:
         try:

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from buildtile.errors import CudaError, TypeMismatchError
+from buildtile.runtime.native import compiled as _native
 
 #: the result of :meth:`CudaDriver.pointer_memory`
 DEVICE_MEMORY, HOST_MEMORY, UNKNOWN_MEMORY = "device", "host", "unknown"
@@ -301,6 +302,15 @@ class CudaDriver:
             return
         self._launch_through_bindings(ctx, function, config, stream, packed, offsets)
 
+    def native_target(self, ctx: DeviceContext, function) -> tuple[int, int] | None:
+        """``(context address, function address)`` for a prepared launch that calls the compiled
+        launch itself (see ``_native.c``), or None when this driver's launches do not go there."""
+        return (ctx.handle_int, int(function)) if self._native_launch is not None else None
+
+    def raise_launch_failure(self, ctx: DeviceContext, err: int, stream: int) -> None:
+        """Raise the CudaError for what the compiled launch returned in ``ctx`` (see :meth:`launch`)."""
+        self._raise_native_failure(self.cu, err, ctx, stream)
+
     def _launch_through_bindings(self, ctx: DeviceContext, function, config: tuple, stream: int,
                                  packed: bytes, offsets: tuple[int, ...]) -> None:
         """:meth:`launch` without the compiled launch call (an install without a C compiler)."""
@@ -420,9 +430,7 @@ _NATIVE_CUDA_VERSION = 12000
 def _native_launcher(cu):
     """``_native.launch`` with the driver's entry points installed, or None when the compiled
     module is missing (an install without a C compiler) or the driver does not give them."""
-    try:
-        from buildtile.runtime import _native
-    except ImportError:
+    if _native is None:
         return None
     addresses = []
     for name in _NATIVE_ENTRY_POINTS:
@@ -472,4 +480,6 @@ def set_driver(driver) -> CudaDriver | None:
 def _set(driver):
     global _driver
     _driver = driver
+    if _native is not None:  # prepared launches armed with the old driver's handles go its way no more
+        _native.forget_armed()
     return driver

@@ -59,6 +59,8 @@ _DLPACK_TO_NAME = {
     (DL_FLOAT, 64): "f64",
     (DL_BFLOAT, 16): "bf16",
 }
+#: ABI dtype name -> DLPack ``(type code, bits)``
+DLPACK_OF_NAME = {name: code_bits for code_bits, name in _DLPACK_TO_NAME.items()}
 _DLPACK_CODE_NAMES = {DL_INT: "int", DL_UINT: "uint", DL_FLOAT: "float", DL_BFLOAT: "bfloat", DL_BOOL: "bool",
                       5: "complex"}
 

@@ -11,6 +11,13 @@ is queued), find the device, fetch the kernel's function for that device
 ``runtime/_native.c``). Everything that can be refused is refused before
 the launch is queued.
 
+With buildtile's compiled module (``runtime/_native.c``), a prepared
+launch is a ``FastLaunch``: after the first launch on a device, calls
+whose arguments bind the same way (same types, same device, no streams
+to wait on) run that sequence without the interpreter, calling the
+binder and the packing from C. Everything else takes :meth:`_launch`,
+the Python way, which decides, raises, or arms the fast way again.
+
 The binder is kept per prepared launch: a call whose argument types differ
 from the last call's gets None from it and switches to the binder for the
 new types (see :meth:`~buildtile.runtime.signature.KernelSignature.binder_for`).
@@ -27,10 +34,14 @@ from buildtile.interop.abi import launch_extras
 from buildtile.runtime import bounds
 from buildtile.runtime import driver as _driver_module
 from buildtile.runtime.driver import get_driver
-from buildtile.runtime.streams import stream_handle
+from buildtile.runtime.native import compiled
+from buildtile.runtime.streams import current_stream_source, stream_handle
+
+#: with the compiled module, a call of a prepared launch starts in C (see the module docstring)
+_LaunchBase = compiled.FastLaunch if compiled is not None else object
 
 
-class PreparedLaunch:
+class PreparedLaunch(_LaunchBase):
     """``kernel.prepare(grid=...)``: call it with the kernel's arguments to launch."""
 
     __slots__ = (
@@ -62,15 +73,23 @@ class PreparedLaunch:
         # reuses the bytes. One tuple, swapped whole, so threads never see a torn pair.
         self._last: tuple = (None, b"")
 
-    def __call__(self, *args, stream=None) -> None:
-        """Check ``args`` and queue the kernel on ``stream`` (see :mod:`buildtile.runtime.streams`)."""
+    if compiled is None:
+        def __call__(self, *args, stream=None) -> None:
+            """Check ``args`` and queue the kernel on ``stream`` (see :mod:`buildtile.runtime.streams`)."""
+            self._launch(args, stream)
+
+    def _launch(self, args: tuple, stream, bound=None) -> None:
+        """The launch of one call, the Python way; ``bound``: what the binder already returned for
+        ``args`` (None: bind them here). Arms the compiled way for the calls that follow."""
         handle = stream if type(stream) is int and stream >= 0 else stream_handle(stream, args)
-        bound = self._bind(args, handle)
+        if bound is None:
+            bound = self._bind(args, handle)
         if bound is None:  # other argument types than the last call's
             self._bind = self._signature.binder_for(args)
             bound = self._bind(args, handle)
         values, device, env, waits = bound
         driver = _driver_module._driver or get_driver()
+        bound_device = device
         if device is None:
             device = self._signature.settle_device(env, driver.pointer_memory)
             if device is None:  # no array arguments: the calling thread's device
@@ -88,6 +107,17 @@ class PreparedLaunch:
         if last[0] is not values:  # a binder hands back the same tuple for the same values
             last = self._last = (values, self._pack(*values, *self._extras) if self._extras else self._pack(*values))
         driver.launch(function.context, function.handle, self._config, handle, last[1], self._offsets)
+        if compiled is not None and bound_device is not None and not waits:
+            # the next calls that bind the same way launch from C, with what was found here
+            target = driver.native_target(function.context, function.handle)
+            if target is not None:
+                self._arm(self._bind, bound_device, *target, self._config, self._offsets, self._pack,
+                          self._extras, stream_handle, current_stream_source(args))
+
+    def _launch_failed(self, device: int, err: int, stream: int) -> None:
+        """Raise the error of a launch the compiled way made on ``device`` (it returned ``err``)."""
+        driver = get_driver()
+        driver.raise_launch_failure(driver.context(device), err, stream)
 
     def __repr__(self) -> str:
         kind = "unsafe launch" if self.unsafe else "launch"

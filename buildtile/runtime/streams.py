@@ -59,6 +59,27 @@ def default_stream(args) -> int:
     return DEFAULT_STREAM
 
 
+def current_stream_source(args) -> object | None:
+    """The DLPack exchange API (a capsule, see ``arrays.exchange_api``) whose current stream of
+    a device is what :func:`default_stream` gives for arguments of the types of ``args`` all on
+    that device: when they are PyTorch tensors of one type and plain Python numbers. Else None.
+
+    A prepared launch armed with it asks PyTorch for the stream from C (``_native.c``)."""
+    tensor_type = None
+    for arg in args:
+        cls = type(arg)
+        if cls is int or cls is float or cls is bool or cls is tensor_type:
+            continue
+        if tensor_type is not None or _framework(cls) != "torch":
+            return None
+        tensor_type = cls
+    if tensor_type is None:
+        return None
+    from buildtile.runtime.arrays import exchange_api
+
+    return exchange_api(tensor_type)
+
+
 _torch_raw_stream = None  # PyTorch's current-stream accessor, found on first use
 
 

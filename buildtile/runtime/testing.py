@@ -204,6 +204,10 @@ class FakeDriver:
         self.launches.append(LaunchRecord(function[1], ctx.device, tuple(config[0:3]), tuple(config[3:6]),
                                           config[6], stream, bytes(packed), tuple(offsets)))
 
+    def native_target(self, ctx, function) -> None:
+        """Launches go through :meth:`launch`, never straight to the compiled launch call."""
+        return None
+
     def stream_wait(self, ctx, consumer: int, producer: int) -> None:
         self._record("stream_wait", consumer, producer)
 
