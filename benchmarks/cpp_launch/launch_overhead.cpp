@@ -1,7 +1,8 @@
 // Host time per launch of example_kernels' vecadd: the buildtile C++ wrapper (argument
 // checks, aliasing, contract, then cuLaunchKernel through the C shim) against a raw
 // cuLaunchKernel of the same cubin with prebuilt arguments. Batches of launches stay
-// under the launch queue's depth and are timed without waiting for the GPU.
+// under the launch queue's depth and are timed without waiting for the GPU; the two take
+// turns batch by batch.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 #include "example_kernels/kernels.hpp"
@@ -27,20 +29,39 @@ void check(CUresult r, const char* what)
 }
 
 template <class F>
-double median_us_per_launch(F&& launch, int batches, int per_batch)
+double us_per_launch(F&& launch, int per_batch)
 {
-    std::vector<double> samples;
-    for (int b = 0; b < batches; ++b) {
-        cudaDeviceSynchronize();
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < per_batch; ++i)
-            launch();
-        const auto t1 = std::chrono::steady_clock::now();
-        samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / per_batch);
-    }
     cudaDeviceSynchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < per_batch; ++i)
+        launch();
+    const auto t1 = std::chrono::steady_clock::now();
+    return std::chrono::duration<double, std::micro>(t1 - t0).count() / per_batch;
+}
+
+double median(std::vector<double> samples)
+{
     std::sort(samples.begin(), samples.end());
     return samples[samples.size() / 2];
+}
+
+// Median host time per launch of `first` and `second`, timed in alternating batches (the order
+// swaps every batch), so that a slow spell of the machine hits both alike.
+template <class F, class G>
+std::pair<double, double> median_us_per_launch(F&& first, G&& second, int batches, int per_batch)
+{
+    std::vector<double> a, b;
+    for (int batch = 0; batch < batches; ++batch) {
+        if (batch % 2 == 0) {
+            a.push_back(us_per_launch(first, per_batch));
+            b.push_back(us_per_launch(second, per_batch));
+        } else {
+            b.push_back(us_per_launch(second, per_batch));
+            a.push_back(us_per_launch(first, per_batch));
+        }
+    }
+    cudaDeviceSynchronize();
+    return {median(a), median(b)};
 }
 
 }  // namespace
@@ -85,8 +106,7 @@ int main(int argc, char** argv)
         ours();
         raw();
     }
-    const double t_raw = median_us_per_launch(raw, 200, 500);
-    const double t_ours = median_us_per_launch(ours, 200, 500);
+    const auto [t_raw, t_ours] = median_us_per_launch(raw, ours, 400, 500);
     std::printf("C++ launch overhead, vecadd (3 arrays), host time per launch\n");
     std::printf("raw cuLaunchKernel        %7.3f us\n", t_raw);
     std::printf("buildtile C++ wrapper     %7.3f us   %.3fx raw\n", t_ours, t_ours / t_raw);
