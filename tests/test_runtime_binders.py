@@ -307,3 +307,92 @@ def test_only_an_exchange_api_of_a_known_version_is_used():
     assert not arrays._native.exchange_api_usable(object())
     with pytest.raises(TypeError, match="not a usable DLPack exchange API"):
         arrays._native.read_dlpack((), FakeTensor, object(), (), None)
+
+
+# ----------------------------------------------------------------------------- a CuPy look-alike
+
+class FakeMemoryPointer:
+    def __init__(self, ptr: int, device_id: int) -> None:
+        self.ptr, self.device_id = ptr, device_id
+
+
+class FakeCupyArray:
+    """The fields buildtile reads from a cupy.ndarray, over fake device memory."""
+
+    def __init__(self, ptr, shape, dtype="float32", byte_strides=None, device=0):
+        import numpy
+
+        self.dtype = numpy.dtype(dtype)
+        self.shape = tuple(shape)
+        if byte_strides is None:
+            byte_strides, step = [], self.dtype.itemsize
+            for extent in reversed(self.shape):
+                byte_strides.insert(0, step)
+                step *= max(extent, 1)
+        self.strides = tuple(byte_strides)
+        self.data = FakeMemoryPointer(ptr, device)
+        expected, contiguous = self.dtype.itemsize, True
+        for extent, stride in zip(reversed(self.shape), reversed(self.strides)):
+            contiguous &= extent == 1 or stride == expected
+            expected *= extent
+        self._c_contiguous = contiguous
+
+
+@pytest.fixture
+def cupy_arrays(fake_gpu, monkeypatch):
+    """``make(shape, dtype="float32", **kw)``: FakeCupyArrays, read as CuPy arrays are."""
+    if arrays._native is None:
+        pytest.skip("buildtile's compiled module is not built")
+    monkeypatch.setitem(arrays._EXTRACTORS, FakeCupyArray, arrays._cupy_view)
+    monkeypatch.setitem(arrays._INLINE_READERS, FakeCupyArray, arrays.CUPY_READER)
+
+    def make(shape, dtype="float32", **kwargs):
+        import numpy
+
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        count = 1
+        for extent in shape:
+            count *= extent
+        return FakeCupyArray(fake_gpu.allocate(count * numpy.dtype(dtype).itemsize), shape, dtype, **kwargs)
+
+    return make
+
+
+def test_cupy_arrays_are_read_from_c(ops, fake_gpu, cupy_arrays):
+    a, b, c = cupy_arrays(1000), cupy_arrays(1000), cupy_arrays(1000)
+    ops.vecadd[4](a, b, c)
+    assert packed(ops.vecadd, fake_gpu) == (a.data.ptr, 1000, b.data.ptr, 1000, c.data.ptr, 1000)
+    assert ops.vecadd[4]._bind.__globals__.get("READ") is arrays._native.read_cupy
+    m = cupy_arrays((5, 3))
+    transposed = FakeCupyArray(m.data.ptr, (3, 5), byte_strides=(4, 12))
+    ops.matadd[1, 1](transposed, cupy_arrays((3, 5)), cupy_arrays((3, 5)))
+    assert packed(ops.matadd, fake_gpu)[:5] == (m.data.ptr, 3, 5, 1, 3)
+
+
+@pytest.mark.parametrize("case, error, words", [
+    ("dtype", TypeMismatchError, "parameter `b` of kernel `vecadd` expects Slice[f32], got float64"),
+    ("rank", TypeMismatchError, "parameter `b` of kernel `vecadd` expects Slice[f32]"),
+    ("strided", TypeMismatchError, "not contiguous: stride 2 elements"),
+    ("alias", AliasingError, "cannot borrow `c` as mutable because it is also borrowed as immutable (as `a`)"),
+    ("requires", ContractError, "requires `len(b) == len(c)` but len(b) = 9, len(c) = 10"),
+    ("devices", TypeMismatchError, "`a` is on cuda:0, `b` is on cuda:1"),
+])
+def test_cupy_refusals_are_the_general_ones(ops, fake_gpu, cupy_arrays, case, error, words):
+    fake_gpu.capabilities.append((9, 0))
+    a, b, c = cupy_arrays(10), cupy_arrays(10), cupy_arrays(10)
+    ops.vecadd[1](a, b, c)
+    if case == "dtype":
+        b = cupy_arrays(10, "float64")
+    elif case == "rank":
+        b = cupy_arrays((2, 5))
+    elif case == "strided":
+        b = FakeCupyArray(cupy_arrays(20).data.ptr, (10,), byte_strides=(8,))
+    elif case == "alias":
+        c = a
+    elif case == "requires":
+        b = cupy_arrays(9)
+    elif case == "devices":
+        b = FakeCupyArray(b.data.ptr, (10,), device=1)
+    text = refused(fake_gpu, error, ops.vecadd[1], a, b, c)
+    assert words in text
+    ops.vecadd[1](cupy_arrays(10), cupy_arrays(10), cupy_arrays(10))  # and it launches again

@@ -299,9 +299,10 @@ static int is_true(PyObject* value)
 /* Read one tensor planned as (position, dtype, rank, is_slice) into `items` (new references):
    a slice gives its data pointer and length, a tensor its data pointer, shape and strides.
    Returns how many items it wrote, or 0 when the tensor is not plainly right. */
-static int read_one_tensor(PyObject* const* getters, PyObject* tensor, PyObject* plan, PyObject** items,
+static int read_one_tensor(const void* source, PyObject* tensor, PyObject* plan, PyObject** items,
                            long long* device)
 {
+    PyObject* const* getters = source;
     PyObject* dtype = get_attribute(getters, tensor, DTYPE);
     if (dtype == NULL)
         return 0;
@@ -354,11 +355,40 @@ static int same_as(PyObject* last, PyObject* const* items, Py_ssize_t count)
     return 1;
 }
 
-typedef struct DLPackExchangeAPI DLPackExchangeAPI;
+/* Reads one array argument planned as `plan` (an entry of the reader's plan) into `items` (new
+   references: data pointer and length for a slice, or data pointer, shape and strides), using
+   `source` (what the reader reads with); returns how many items it wrote, 0 when the argument
+   is not plainly right for its parameter, -1 on an error of ours (no memory). */
+typedef int (*array_reader)(const void* source, PyObject* array, PyObject* plan, PyObject** items,
+                            long long* device);
 
-/* What read_torch() and read_dlpack() return, read with `api` or, without it, with `getters`. */
-static PyObject* collect_reads(PyObject* arguments, PyObject* plan, PyObject* last, Py_ssize_t count,
-                               const DLPackExchangeAPI* api, PyObject* const* getters);
+/* What the read_*() functions return: the arrays planned in `plan`, each read by `read`. */
+static PyObject* collect_reads(PyObject* arguments, PyObject* plan, PyObject* last, array_reader read,
+                               const void* source);
+
+/* The arguments planned in `plan` (each entry's first item is a position in `arguments`, and
+   each entry has `entry_size` items): 1 when all are exactly of `type`, 0 when one is not, -1
+   with an exception when the plan is malformed. */
+static int planned_types_are(PyObject* arguments, PyObject* plan, PyTypeObject* type, Py_ssize_t entry_size,
+                             const char* function)
+{
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(plan); ++k) {
+        PyObject* entry = PyTuple_GET_ITEM(plan, k);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != entry_size) {
+            PyErr_Format(PyExc_TypeError, "%s(): a plan entry is not a tuple of %zd", function, entry_size);
+            return -1;
+        }
+        Py_ssize_t position = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0));
+        if (position < 0 || position >= PyTuple_GET_SIZE(arguments)) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_IndexError, "%s(): a plan position is out of range", function);
+            return -1;
+        }
+        if (Py_TYPE(PyTuple_GET_ITEM(arguments, position)) != type)
+            return 0;
+    }
+    return 1;
+}
 
 PyDoc_STRVAR(read_torch_doc,
     "read_torch(args, tensor_type, getters, plan, last) -> tuple | None | False\n\n"
@@ -392,23 +422,10 @@ static PyObject* read_torch(PyObject* self, PyObject* const* args, Py_ssize_t na
             return NULL;
         }
     }
-    Py_ssize_t count = PyTuple_GET_SIZE(plan);
-    for (Py_ssize_t k = 0; k < count; ++k) {
-        PyObject* entry = PyTuple_GET_ITEM(plan, k);
-        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 4) {
-            PyErr_SetString(PyExc_TypeError, "read_torch(): a plan entry is not (position, dtype, rank, is_slice)");
-            return NULL;
-        }
-        Py_ssize_t position = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0));
-        if (position < 0 || position >= PyTuple_GET_SIZE(arguments)) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_IndexError, "read_torch(): a plan position is out of range");
-            return NULL;
-        }
-        if (Py_TYPE(PyTuple_GET_ITEM(arguments, position)) != tensor_type)
-            Py_RETURN_FALSE;
-    }
-    return collect_reads(arguments, plan, last, count, NULL, getters);
+    int planned = planned_types_are(arguments, plan, tensor_type, 4, "read_torch");
+    if (planned <= 0)
+        return planned < 0 ? NULL : Py_NewRef(Py_False);
+    return collect_reads(arguments, plan, last, read_one_tensor, getters);
 }
 
 /* ------------------------------------------------------------------ the DLPack exchange API */
@@ -433,14 +450,14 @@ typedef struct DLPackExchangeAPIHeader {
     DLPackVersion version;
     struct DLPackExchangeAPIHeader* prev_api;
 } DLPackExchangeAPIHeader;
-struct DLPackExchangeAPI {
+typedef struct DLPackExchangeAPI {
     DLPackExchangeAPIHeader header;
     void* managed_tensor_allocator;
     void* managed_tensor_from_py_object_no_sync;
     void* managed_tensor_to_py_object_no_sync;
     int (*dltensor_from_py_object_no_sync)(void* py_object, DLTensor* out);
     int (*current_work_stream)(int32_t device_type, int32_t device_id, void** out_stream);
-};
+} DLPackExchangeAPI;
 
 enum { KDL_CUDA = 2 };
 #define EXCHANGE_API_CAPSULE "dlpack_exchange_api"
@@ -487,9 +504,10 @@ static PyObject* int_tuple(const int64_t* values, int count)
 /* Read one tensor planned as (position, dtype code, dtype bits, rank, is_slice) into `items`
    (new references), as read_one_tensor() does; 0 when it is not plainly right, -1 on an error
    that is ours (no memory). */
-static int read_one_dltensor(const DLPackExchangeAPI* api, PyObject* tensor, PyObject* plan, PyObject** items,
+static int read_one_dltensor(const void* source, PyObject* tensor, PyObject* plan, PyObject** items,
                              long long* device)
 {
+    const DLPackExchangeAPI* api = source;
     DLTensor t;
     if (api->dltensor_from_py_object_no_sync(tensor, &t) != 0) {
         PyErr_Clear();
@@ -538,9 +556,10 @@ static int read_one_dltensor(const DLPackExchangeAPI* api, PyObject* tensor, PyO
     return 3;
 }
 
-static PyObject* collect_reads(PyObject* arguments, PyObject* plan, PyObject* last, Py_ssize_t count,
-                               const DLPackExchangeAPI* api, PyObject* const* getters)
+static PyObject* collect_reads(PyObject* arguments, PyObject* plan, PyObject* last, array_reader read_one,
+                               const void* source)
 {
+    const Py_ssize_t count = PyTuple_GET_SIZE(plan);
     PyObject* stack_items[STACK_ITEMS];
     const Py_ssize_t capacity = 1 + 3 * count;
     PyObject** items = capacity <= STACK_ITEMS ? stack_items : PyMem_Malloc((size_t)capacity * sizeof(PyObject*));
@@ -552,8 +571,7 @@ static PyObject* collect_reads(PyObject* arguments, PyObject* plan, PyObject* la
     for (Py_ssize_t k = 0; k < count; ++k) {
         PyObject* entry = PyTuple_GET_ITEM(plan, k);
         PyObject* tensor = PyTuple_GET_ITEM(arguments, PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0)));
-        int read = api != NULL ? read_one_dltensor(api, tensor, entry, items + used, &device)
-                               : read_one_tensor(getters, tensor, entry, items + used, &device);
+        int read = read_one(source, tensor, entry, items + used, &device);
         if (read < 0)
             goto done;
         if (read == 0) {
@@ -608,23 +626,122 @@ static PyObject* read_dlpack(PyObject* self, PyObject* const* args, Py_ssize_t n
     }
     PyObject *arguments = args[0], *plan = args[3], *last = args[4];
     PyTypeObject* tensor_type = (PyTypeObject*)args[1];
-    Py_ssize_t count = PyTuple_GET_SIZE(plan);
-    for (Py_ssize_t k = 0; k < count; ++k) {
-        PyObject* entry = PyTuple_GET_ITEM(plan, k);
-        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 5) {
-            PyErr_SetString(PyExc_TypeError, "read_dlpack(): a plan entry is not (position, code, bits, rank, is_slice)");
-            return NULL;
+    int planned = planned_types_are(arguments, plan, tensor_type, 5, "read_dlpack");
+    if (planned <= 0)
+        return planned < 0 ? NULL : Py_NewRef(Py_False);
+    return collect_reads(arguments, plan, last, read_one_dltensor, api);
+}
+
+/* ------------------------------------------------------------------ reading CuPy arrays */
+
+/* The attributes of cupy.ndarray read_cupy() reads (CuPy keeps them as plain fields of its
+   Cython class: `data` is the MemoryPointer, whose `ptr` already counts the array's offset). */
+static PyObject *name_dtype, *name_shape, *name_strides, *name_data, *name_ptr, *name_device_id, *name_c_contiguous;
+
+static int intern_cupy_names(void)
+{
+    if (name_dtype != NULL)
+        return 0;
+    const char* texts[] = {"dtype", "shape", "strides", "data", "ptr", "device_id", "_c_contiguous"};
+    PyObject** names[] = {&name_dtype, &name_shape, &name_strides, &name_data, &name_ptr, &name_device_id,
+                          &name_c_contiguous};
+    for (int k = 0; k < 7; ++k)
+        if ((*names[k] = PyUnicode_InternFromString(texts[k])) == NULL)
+            return -1;
+    return 0;
+}
+
+/* The element strides of byte strides `bytes` (a tuple), or NULL (no exception) when one is not
+   a whole number of `itemsize` elements. */
+static PyObject* element_strides(PyObject* bytes, long itemsize)
+{
+    Py_ssize_t rank = PyTuple_GET_SIZE(bytes);
+    PyObject* strides = PyTuple_New(rank);
+    for (Py_ssize_t axis = 0; strides != NULL && axis < rank; ++axis) {
+        long long stride = PyLong_AsLongLong(PyTuple_GET_ITEM(bytes, axis));
+        PyObject* value = (stride == -1 && PyErr_Occurred()) || stride % itemsize != 0 ? NULL
+                          : PyLong_FromLongLong(stride / itemsize);
+        if (value == NULL) {
+            PyErr_Clear();
+            Py_CLEAR(strides);
+        } else {
+            PyTuple_SET_ITEM(strides, axis, value);
         }
-        Py_ssize_t position = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0));
-        if (position < 0 || position >= PyTuple_GET_SIZE(arguments)) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_IndexError, "read_dlpack(): a plan position is out of range");
-            return NULL;
-        }
-        if (Py_TYPE(PyTuple_GET_ITEM(arguments, position)) != tensor_type)
-            Py_RETURN_FALSE;
     }
-    return collect_reads(arguments, plan, last, count, api, NULL);
+    return strides;
+}
+
+/* Read one CuPy array planned as (position, numpy dtype, rank, is_slice, itemsize) into `items`,
+   as read_one_tensor() does. */
+static int read_one_cupy(const void* source, PyObject* array, PyObject* plan, PyObject** items, long long* device)
+{
+    int written = 0;
+    PyObject *dtype = NULL, *shape = NULL, *data = NULL, *pointer = NULL, *ordinal = NULL, *flag = NULL;
+    PyObject* strides = NULL;
+    const int slice = PyTuple_GET_ITEM(plan, 3) == Py_True;
+    if ((dtype = PyObject_GetAttr(array, name_dtype)) == NULL ||
+        PyObject_RichCompareBool(dtype, PyTuple_GET_ITEM(plan, 1), Py_EQ) != 1)
+        goto done;
+    if ((shape = PyObject_GetAttr(array, name_shape)) == NULL || !PyTuple_Check(shape) ||
+        PyTuple_GET_SIZE(shape) != PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, 2)))
+        goto done;
+    if ((data = PyObject_GetAttr(array, name_data)) == NULL ||
+        (pointer = PyObject_GetAttr(data, name_ptr)) == NULL || !PyLong_Check(pointer) ||
+        (ordinal = PyObject_GetAttr(data, name_device_id)) == NULL || !PyLong_Check(ordinal))
+        goto done;
+    long long here = PyLong_AsLongLong(ordinal);
+    if (here < 0 || (*device >= 0 && here != *device))
+        goto done;
+    if (slice) {  /* C-contiguous, or at most one element */
+        flag = PyObject_GetAttr(array, name_c_contiguous);
+        if (flag != Py_True) {
+            long long extent = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 0));
+            if (flag == NULL || extent > 1 || extent < 0)
+                goto done;
+        }
+        items[0] = Py_NewRef(pointer);
+        items[1] = Py_NewRef(PyTuple_GET_ITEM(shape, 0));
+        written = 2;
+    } else {
+        PyObject* bytes = PyObject_GetAttr(array, name_strides);
+        if (bytes != NULL && PyTuple_Check(bytes))
+            strides = element_strides(bytes, PyLong_AsLong(PyTuple_GET_ITEM(plan, 4)));
+        Py_XDECREF(bytes);
+        if (strides == NULL)
+            goto done;
+        items[0] = Py_NewRef(pointer);
+        items[1] = Py_NewRef(shape);
+        items[2] = strides;
+        written = 3;
+    }
+    *device = here;
+done:
+    Py_XDECREF(dtype);
+    Py_XDECREF(shape);
+    Py_XDECREF(data);
+    Py_XDECREF(pointer);
+    Py_XDECREF(ordinal);
+    Py_XDECREF(flag);
+    return written;  /* 0 leaves any exception to collect_reads, which clears it */
+}
+
+PyDoc_STRVAR(read_cupy_doc,
+    "read_cupy(args, array_type, plan, last) -> tuple | None | False\n\n"
+    "read_torch(), for CuPy arrays: `plan` has one (position, numpy dtype, rank, is_slice,\n"
+    "itemsize) per array parameter; strides come back in elements.");
+
+static PyObject* read_cupy(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyTuple_Check(args[0]) || !PyType_Check(args[1]) || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "read_cupy() takes (args, array type, plan, last)");
+        return NULL;
+    }
+    if (intern_cupy_names() < 0)
+        return NULL;
+    int planned = planned_types_are(args[0], args[2], (PyTypeObject*)args[1], 5, "read_cupy");
+    if (planned <= 0)
+        return planned < 0 ? NULL : Py_NewRef(Py_False);
+    return collect_reads(args[0], args[2], args[3], read_one_cupy, NULL);
 }
 
 /* ------------------------------------------------------------------ prepared launches */
@@ -996,6 +1113,7 @@ static PyMethodDef methods[] = {
     {"read_torch", (PyCFunction)(void (*)(void))read_torch, METH_FASTCALL, read_torch_doc},
     {"read_dlpack", (PyCFunction)(void (*)(void))read_dlpack, METH_FASTCALL, read_dlpack_doc},
     {"exchange_api_usable", exchange_api_usable, METH_O, exchange_api_usable_doc},
+    {"read_cupy", (PyCFunction)(void (*)(void))read_cupy, METH_FASTCALL, read_cupy_doc},
     {"forget_armed", forget_armed, METH_NOARGS, forget_armed_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -32,7 +32,15 @@ from collections.abc import Callable, Sequence
 
 from buildtile.interop.abi import SLICE_KINDS
 from buildtile.runtime import dlpack
-from buildtile.runtime.dtypes import DLPACK_OF_NAME, display_name, from_dlpack, from_torch, from_typestr
+from buildtile.runtime.dtypes import (
+    DISPLAY_NAMES,
+    DLPACK_OF_NAME,
+    ITEMSIZE,
+    display_name,
+    from_dlpack,
+    from_torch,
+    from_typestr,
+)
 from buildtile.runtime.native import compiled as _native
 
 #: where an array's memory lives, as far as the view alone can tell
@@ -464,11 +472,19 @@ class TorchTensorReader(InlineReader):
             except AttributeError:
                 return None
             namespace.update(READ=_native.read_torch, TENSOR=cls, SOURCE=getters, PLAN=tuple(plan))
-        return [f"read = READ(args, TENSOR, SOURCE, PLAN, {'seen[0]' if shortcut else 'None'})",
-                "if not read:",
-                "    return None if read is False else SLOW(args, stream)",
-                *(["if read is seen[0]:", "    return seen[1]"] if shortcut else []),
-                f"{', '.join(names)} = read"]
+        return _batch_lines("READ(args, TENSOR, SOURCE, PLAN, {last})", names, shortcut)
+
+
+def _batch_lines(call: str, names: list[str], shortcut: bool) -> list[str]:
+    """The lines of :meth:`InlineReader.batch_code` around ``call`` to a compiled reader (whose
+    ``{last}`` is the last launch's reading): it returns the reading (unpacked into ``names``),
+    the last reading itself when nothing changed, None when an argument is not plainly right
+    (the slow binder decides) or False when one is of another type (another binder)."""
+    return [f"read = {call.format(last='seen[0]' if shortcut else 'None')}",
+            "if not read:",
+            "    return None if read is False else SLOW(args, stream)",
+            *(["if read is seen[0]:", "    return seen[1]"] if shortcut else []),
+            f"{', '.join(names)} = read"]
 
 
 def exchange_api(cls: type) -> object | None:
@@ -483,18 +499,41 @@ def exchange_api(cls: type) -> object | None:
 #: what ``_native.read_torch`` calls on a tensor: three attributes, then four methods (its order)
 TORCH_GETTERS = ("dtype", "is_cuda", "shape", "is_contiguous", "data_ptr", "get_device", "stride")
 
-_TORCH_DTYPE_NAMES = {
-    "bool": "bool", "i32": "int32", "i64": "int64", "u32": "uint32", "u64": "uint64",
-    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
-}
-
-
 def _torch_dtype(name: str) -> object | None:
-    torch = sys.modules.get("torch")
-    return getattr(torch, _TORCH_DTYPE_NAMES.get(name, ""), None) if torch is not None else None
+    torch = sys.modules.get("torch")  # PyTorch calls its dtypes what DISPLAY_NAMES does
+    return getattr(torch, DISPLAY_NAMES.get(name, ""), None) if torch is not None else None
 
 
 TORCH_READER = TorchTensorReader(_torch_dtype)
+
+
+class CupyArrayReader(InlineReader):
+    """CuPy arrays: their plain fields read from C (``_native.read_cupy``), no
+    ``__cuda_array_interface__`` dict. Without buildtile's compiled module they are bound
+    through views."""
+
+    def batch_code(self, params, cls, namespace, shortcut):
+        if _native is None:
+            return None
+        import numpy
+
+        plan, names = [], ["d"]
+        for p in params:
+            try:
+                numpy_dtype = numpy.dtype(DISPLAY_NAMES[p.dtype])
+            except TypeError:  # bf16: NumPy (so CuPy) has none
+                return None
+            is_slice = p.kind in SLICE_KINDS
+            plan.append((p.index, numpy_dtype, 1 if is_slice else p.rank, is_slice, ITEMSIZE[p.dtype]))
+            names += [f"p{p.index}", f"n{p.index}"] if is_slice else [f"p{p.index}", f"s{p.index}", f"t{p.index}"]
+        namespace.update(READ=_native.read_cupy, ARRAY=cls, PLAN=tuple(plan))
+        return _batch_lines("READ(args, ARRAY, PLAN, {last})", names, shortcut)
+
+
+CUPY_READER = CupyArrayReader()
+
+#: the inline reader of the arrays an extractor makes views of
+_READER_OF_EXTRACTOR: dict[Callable, InlineReader] = {_torch_view: TORCH_READER, _cupy_view: CUPY_READER}
 
 #: type -> its inline reader; None: bound through views
 _INLINE_READERS: dict[type, InlineReader | None] = {}
@@ -512,5 +551,5 @@ def inline_reader(cls: type) -> InlineReader | None:
     except KeyError:
         pass
     extractor = _EXTRACTORS[cls] if cls in _EXTRACTORS else choose_extractor(cls)
-    reader = _INLINE_READERS[cls] = TORCH_READER if extractor is _torch_view else None
+    reader = _INLINE_READERS[cls] = _READER_OF_EXTRACTOR.get(extractor)
     return reader

@@ -314,6 +314,34 @@ def test_launches_go_through_the_compiled_launch_call(ops):
     assert torch.equal(c, a + b)
 
 
+@pytest.mark.parametrize("library", ["torch", "cupy"])
+def test_repeated_launches_run_from_c_with_fresh_arguments(ops, library):
+    """After its first launch a prepared launch is armed: later calls with new arrays (packed
+    anew), the same arrays, the current stream or a given one launch from C, and are right."""
+    from buildtile.runtime import _native
+
+    backend = {"torch": _torch_backend, "cupy": _cupy_backend}[library]()
+    launch = ops.vecadd.prepare(grid=ops.vecadd.grid_for(4099))
+    stream = backend.new_stream()
+    for round_, n in enumerate([4099, 4099, 3001, 4099, 1]):
+        a, b = _rng(round_).standard_normal((2, n)).astype(np.float32)
+        da, db, c = backend.asarray(a), backend.asarray(b), backend.poisoned(n, np.float32)
+        backend.synchronize()
+        for given in (None, None, dict(backend.stream_forms(stream))["raw handle"]):
+            launch(da, db, c, stream=given)
+            stream.synchronize()
+            backend.synchronize()
+            np.testing.assert_array_equal(backend.to_numpy(c), a + b, err_msg=f"{library}, n={n}, stream={given}")
+    assert launch._armed()
+    reader = launch._bind.__globals__.get("READ")
+    if library == "cupy":
+        assert reader is _native.read_cupy
+    elif hasattr(backend.torch.Tensor, "__dlpack_c_exchange_api__"):
+        assert reader is _native.read_dlpack
+    else:
+        assert reader is _native.read_torch
+
+
 def test_torch_fast_path_refuses_what_the_general_path_refuses(ops):
     torch = _torch_backend().torch
     n = 1000
