@@ -12,6 +12,7 @@ things whichever way a launch went.
 from __future__ import annotations
 
 import ctypes
+import threading
 
 from buildtile.errors import CudaError
 from buildtile.runtime.native import compiled
@@ -25,27 +26,33 @@ CUDA_ERROR_UNKNOWN = 999
 FUNCTION_BASE = 0xF0000
 
 _active: list = [None]   # the CompiledLaunchFakeDriver the entry points serve
-_current = [0]           # the calling thread's current context (the tests launch from one thread)
+_threads = threading.local()  # .stack: the calling thread's context stack, current last
+
+
+def _stack() -> list:
+    stack = getattr(_threads, "stack", None)
+    if stack is None:
+        stack = _threads.stack = [0]
+    return stack
 
 
 def _get_current(out):
-    out[0] = _current[0] or None
+    out[0] = _stack()[-1] or None
     return 0
 
 
 def _set_current(ctx):
-    _current[0] = ctx or 0
+    _stack()[-1] = ctx or 0
     return 0
 
 
 def _push_current(ctx):
-    _current.append(_current[0])
-    _current[0] = ctx or 0
+    _stack().append(ctx or 0)
     return 0
 
 
 def _pop_current(out):
-    _current[0] = _current.pop()
+    _stack().pop()
     return 0
 
 
@@ -74,7 +81,7 @@ class CompiledLaunchFakeDriver(FakeDriver):
     def install(self) -> None:
         """Make this fake the one the compiled launch call reaches."""
         _active[0] = self
-        _current[:] = [0]
+        _stack()[:] = [0]
         compiled.install(*(ctypes.cast(entry, ctypes.c_void_p).value for entry in _ENTRY_POINTS))
 
     def _address(self, function) -> int:
@@ -111,7 +118,7 @@ class CompiledLaunchFakeDriver(FakeDriver):
             packed = b""
         symbol = self._functions[address][1]
         self._record("launch", symbol)
-        self.launches.append(LaunchRecord(symbol, _current[0] - CONTEXT_BASE, tuple(config[0:3]),
+        self.launches.append(LaunchRecord(symbol, _stack()[-1] - CONTEXT_BASE, tuple(config[0:3]),
                                           tuple(config[3:6]), config[6], stream, packed, offsets))
         return 0
 

@@ -230,3 +230,31 @@ def test_stream_none_of_pytorch_tensors_is_their_current_stream_asked_from_c(ker
     assert streams.current_stream_source(on_0) is api.capsule
     assert streams.current_stream_source([*on_0, 2.5, 3]) is api.capsule
     assert streams.current_stream_source([*on_0, gpu.array(10)]) is None
+
+
+def test_threads_sharing_an_armed_launch_each_launch_on_their_arguments_device(kernels, gpu):
+    # the compiled way releases the GIL around cuLaunchKernel (here a Python callback, so the
+    # threads do take turns inside launches); each launch must still go to its arguments' device
+    import threading
+
+    launch = kernels.vecadd[1]
+    per_device = {device: slices(gpu, device=device) for device in (0, 1)}
+    device_of = {arrays[0].ptr: device for device, arrays in per_device.items()}
+    launch(*per_device[0])
+    errors: list = []
+
+    def work(first: int) -> None:
+        try:
+            for k in range(50):
+                launch(*per_device[(first + k) % 2])
+        except Exception as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(first,)) for first in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(gpu.launches) == 101
+    assert all(record.device == device_of[record.param(0, "q")] for record in gpu.launches)

@@ -837,10 +837,16 @@ static PyObject* armed_launch(FastLaunch* self, PyObject* bound, PyObject* strea
     void* stream = PyLong_AsVoidPtr(stream_object);
     if (stream == NULL && PyErr_Occurred())
         return NULL;
+    /* copies, taken where the caller compared the device: another thread may re-arm this launch
+       for another device while packing runs Python code or the GIL is released for the launch
+       (the packing, offsets and config are the prepared launch's own, the same in every arming) */
+    void *context = self->context, *function = self->function;
+    PyObject* device = Py_NewRef(self->device);
     PyObject* packed = packed_for(self, PyTuple_GET_ITEM(bound, 0));
-    if (packed == NULL)
+    if (packed == NULL) {
+        Py_DECREF(device);
         return NULL;
-    /* copies: another thread may re-arm this launch while the GIL is released for the launch */
+    }
     const Py_ssize_t count = self->count;
     unsigned config[7];
     memcpy(config, self->config, sizeof config);
@@ -848,11 +854,11 @@ static PyObject* armed_launch(FastLaunch* self, PyObject* bound, PyObject* strea
     void** params = count <= STACK_PARAMS ? stack : PyMem_Malloc((size_t)count * sizeof(void*));
     if (params == NULL) {
         Py_DECREF(packed);
+        Py_DECREF(device);
         return PyErr_NoMemory();
     }
     point_params(params, PyBytes_AS_STRING(packed), self->offsets, count);
-    PyObject* device = Py_NewRef(self->device);
-    long err = launch_in(self->context, self->function, config, stream, count ? params : NULL);
+    long err = launch_in(context, function, config, stream, count ? params : NULL);
     if (params != stack)
         PyMem_Free(params);
     Py_DECREF(packed);
