@@ -27,7 +27,9 @@ timed in bursts of ``--burst``, and the GPU is drained (untimed) between bursts,
 kernels never makes a fast host wait for the GPU. buildtile and Triton
 take PyTorch tensors, CuPy takes CuPy arrays, cuda.core takes
 ``tensor.data_ptr()`` ints. Ratios are against CuPy's RawKernel with the
-same number of array arguments.
+same number of array arguments. Most rows repeat one set of arguments; the
+rows "argument sets in turn" cycle through several, so every call binds,
+checks and packs new ones.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
+import itertools
 import json
 import sys
 import tempfile
@@ -243,12 +246,20 @@ def measure(arrays: int, ops, images: dict, package_dir: Path, arch: str, librar
     stream = torch.cuda.current_stream().cuda_stream
 
     rows: dict = {}
+    # arguments that change on every call: SETS sets of arrays, taken in turn
+    turns = [(*(torch.randn(N, device="cuda") for _ in range(arrays - 1)), torch.empty(N, device="cuda"))
+             for _ in range(SETS)]
     if cupy is not None:
         raw = cupy.RawModule(path=str(package_dir / "_buildtile" / kernel.record["artifacts"][arch]["path"]))
         raw_kernel = raw.get_function(symbol)
         cupy_args = tuple(x for _ in range(arrays) for x in (cupy.ones(N, cupy.float32), cupy.int64(N)))
         rows[CUPY_ROW] = lambda: raw_kernel((GRID,), (BLOCK,), cupy_args)
+        cupy_turns = itertools.cycle([tuple(x for _ in range(arrays) for x in (cupy.ones(N, cupy.float32), cupy.int64(N)))
+                                      for _ in range(SETS)])
+        rows[f"CuPy RawKernel, {SETS} argument sets in turn"] = lambda: raw_kernel((GRID,), (BLOCK,), next(cupy_turns))
     rows["buildtile prepared, stream=int"] = lambda: prepared(*args, stream=stream)
+    torch_turns = itertools.cycle(turns)
+    rows[f"buildtile prepared, {SETS} argument sets in turn"] = lambda: prepared(*next(torch_turns), stream=stream)
     rows["buildtile prepared, stream=None"] = lambda: prepared(*args)
     rows["buildtile kernel[grid]"] = lambda: kernel[GRID](*args)
     if cupy is not None:
@@ -272,6 +283,8 @@ def measure(arrays: int, ops, images: dict, package_dir: Path, arch: str, librar
 
 
 CUPY_ROW = "CuPy RawKernel (cupy arrays)"
+#: how many argument sets the rows with changing arguments take in turn
+SETS = 4
 
 
 def host_only(options) -> None:
@@ -357,7 +370,7 @@ def main() -> None:
         print(f"\n{arrays} array argument{'s' if arrays > 1 else ''} (kernel `{name}`)")
         for label, us in rows.items():
             ratio = f"{us / reference:6.2f}x CuPy" if reference else ""
-            print(f"  {label:<36}{us:8.2f} us  {ratio}")
+            print(f"  {label:<44}{us:8.2f} us  {ratio}")
     tmp.cleanup()
 
 
