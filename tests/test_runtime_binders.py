@@ -87,8 +87,6 @@ class FakeTensor:
         return True
 
 
-tensors_api: list = [None]  # the exchange API of the current "exchange" run
-
 #: DLPack (type code, bits) of the fake dtypes
 DLPACK_CODES = {"float32": (2, 32), "float64": (2, 64), "int32": (0, 32)}
 
@@ -108,6 +106,7 @@ def tensors(request, fake_gpu, monkeypatch):
     """``make(shape, dtype="f32", **kw)``: FakeTensors read as PyTorch tensors are, fast path included:
     by buildtile's compiled reader, through the DLPack exchange API the type has (PyTorch 2.10 on),
     and by the binder's own Python (an install without a C compiler)."""
+    api = None
     if request.param == "python":
         monkeypatch.setattr(arrays, "_native", None)
     elif request.param == "exchange":
@@ -117,7 +116,6 @@ def tensors(request, fake_gpu, monkeypatch):
 
         api = ExchangeAPI(describe_for_dlpack, lambda device: 0x5000 + device)
         monkeypatch.setattr(FakeTensor, "__dlpack_c_exchange_api__", api.capsule, raising=False)
-        tensors_api[0] = api
     monkeypatch.setitem(arrays._EXTRACTORS, FakeTensor, arrays._torch_view)
     monkeypatch.setitem(arrays._INLINE_READERS, FakeTensor, TorchTensorReader(DTYPES.get))
 
@@ -129,6 +127,7 @@ def tensors(request, fake_gpu, monkeypatch):
         return FakeTensor(fake_gpu.allocate(count * DTYPES[dtype].itemsize), shape, dtype, **kwargs)
 
     make.way = request.param
+    make.exchange_api = api
     return make
 
 
@@ -142,7 +141,7 @@ def test_tensors_launch_through_the_fast_binder(ops, fake_gpu, tensors):
     reader = ops.vecadd[4]._bind.__globals__.get("READ")
     native = arrays._native
     if tensors.way == "exchange":
-        assert reader is native.read_dlpack and tensors_api[0].calls == 3
+        assert reader is native.read_dlpack and tensors.exchange_api.calls == 3
     else:
         assert reader is (native.read_torch if native is not None else None)
 

@@ -142,6 +142,7 @@ def test_other_argument_types_go_the_python_way(kernels, gpu, python_launches):
     launch(*slices(gpu))
     interface = [gpu.array(100) for _ in range(3)]  # device settled by asking the driver: not armed
     launch(*interface)
+    assert not launch._armed()  # so the next ones come straight to the Python way
     launch(*interface)
     assert len(python_launches) == 3
     assert values(gpu)[0] == interface[0].ptr

@@ -452,7 +452,7 @@ class TorchTensorReader(InlineReader):
         if _native is None:
             return None
         api = exchange_api(cls)
-        plan, names = [], ["d"]
+        plan = []
         for p in params:
             is_slice = p.kind in SLICE_KINDS
             rank = 1 if is_slice else p.rank
@@ -463,7 +463,6 @@ class TorchTensorReader(InlineReader):
                 if torch_dtype is None:
                     return None
                 plan.append((p.index, torch_dtype, rank, is_slice))
-            names += [f"p{p.index}", f"n{p.index}"] if is_slice else [f"p{p.index}", f"s{p.index}", f"t{p.index}"]
         if api is not None:
             namespace.update(READ=_native.read_dlpack, TENSOR=cls, SOURCE=api, PLAN=tuple(plan))
         else:
@@ -472,14 +471,19 @@ class TorchTensorReader(InlineReader):
             except AttributeError:
                 return None
             namespace.update(READ=_native.read_torch, TENSOR=cls, SOURCE=getters, PLAN=tuple(plan))
-        return _batch_lines("READ(args, TENSOR, SOURCE, PLAN, {last})", names, shortcut)
+        return _batch_lines("READ(args, TENSOR, SOURCE, PLAN, {last})", params, shortcut)
 
 
-def _batch_lines(call: str, names: list[str], shortcut: bool) -> list[str]:
+def _batch_lines(call: str, params: Sequence, shortcut: bool) -> list[str]:
     """The lines of :meth:`InlineReader.batch_code` around ``call`` to a compiled reader (whose
-    ``{last}`` is the last launch's reading): it returns the reading (unpacked into ``names``),
-    the last reading itself when nothing changed, None when an argument is not plainly right
-    (the slow binder decides) or False when one is of another type (another binder)."""
+    ``{last}`` is the last launch's reading): it returns the reading (``d``, then per parameter
+    ``p``/``n`` for a slice or ``p``/``s``/``t`` for a tensor), the last reading itself when
+    nothing changed, None when an argument is not plainly right (the slow binder decides) or
+    False when one is of another type (another binder)."""
+    names = ["d"]
+    for p in params:
+        k = p.index
+        names += [f"p{k}", f"n{k}"] if p.kind in SLICE_KINDS else [f"p{k}", f"s{k}", f"t{k}"]
     return [f"read = {call.format(last='seen[0]' if shortcut else 'None')}",
             "if not read:",
             "    return None if read is False else SLOW(args, stream)",
@@ -517,7 +521,7 @@ class CupyArrayReader(InlineReader):
             return None
         import numpy
 
-        plan, names = [], ["d"]
+        plan = []
         for p in params:
             try:
                 numpy_dtype = numpy.dtype(DISPLAY_NAMES[p.dtype])
@@ -525,9 +529,8 @@ class CupyArrayReader(InlineReader):
                 return None
             is_slice = p.kind in SLICE_KINDS
             plan.append((p.index, numpy_dtype, 1 if is_slice else p.rank, is_slice, ITEMSIZE[p.dtype]))
-            names += [f"p{p.index}", f"n{p.index}"] if is_slice else [f"p{p.index}", f"s{p.index}", f"t{p.index}"]
         namespace.update(READ=_native.read_cupy, ARRAY=cls, PLAN=tuple(plan))
-        return _batch_lines("READ(args, ARRAY, PLAN, {last})", names, shortcut)
+        return _batch_lines("READ(args, ARRAY, PLAN, {last})", params, shortcut)
 
 
 CUPY_READER = CupyArrayReader()

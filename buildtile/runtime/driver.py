@@ -298,7 +298,7 @@ class CudaDriver:
         if native is not None:
             err = native(ctx.handle_int, function, config, stream, packed, offsets)
             if err:
-                self._raise_native_failure(self.cu, err, ctx, stream)
+                self.raise_launch_failure(ctx, err, stream)
             return
         self._launch_through_bindings(ctx, function, config, stream, packed, offsets)
 
@@ -306,10 +306,6 @@ class CudaDriver:
         """``(context address, function address)`` for a prepared launch that calls the compiled
         launch itself (see ``_native.c``), or None when this driver's launches do not go there."""
         return (ctx.handle_int, int(function)) if self._native_launch is not None else None
-
-    def raise_launch_failure(self, ctx: DeviceContext, err: int, stream: int) -> None:
-        """Raise the CudaError for what the compiled launch returned in ``ctx`` (see :meth:`launch`)."""
-        self._raise_native_failure(self.cu, err, ctx, stream)
 
     def _launch_through_bindings(self, ctx: DeviceContext, function, config: tuple, stream: int,
                                  packed: bytes, offsets: tuple[int, ...]) -> None:
@@ -339,8 +335,11 @@ class CudaDriver:
         if err != 0:
             raise self._launch_error(cu, err, ctx, stream)
 
-    def _raise_native_failure(self, cu, err: int, ctx: DeviceContext, stream: int) -> None:
-        if err < 0:  # the context step failed (see _native.c)
+    def raise_launch_failure(self, ctx: DeviceContext, err: int, stream: int) -> None:
+        """Raise the CudaError for what the compiled launch call returned in ``ctx`` (see
+        ``_native.c``: a CUresult, negated when making the context current failed)."""
+        cu = self.cu
+        if err < 0:
             raise self._error(cu, _as_result(cu, -err), "making the device's primary context current")
         raise self._launch_error(cu, _as_result(cu, err), ctx, stream)
 

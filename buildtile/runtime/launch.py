@@ -107,12 +107,15 @@ class PreparedLaunch(_LaunchBase):
         if last[0] is not values:  # a binder hands back the same tuple for the same values
             last = self._last = (values, self._pack(*values, *self._extras) if self._extras else self._pack(*values))
         driver.launch(function.context, function.handle, self._config, handle, last[1], self._offsets)
-        if compiled is not None and bound_device is not None and not waits:
-            # the next calls that bind the same way launch from C, with what was found here
+        if compiled is not None:
+            # the next calls that bind the same way launch from C, with what was found here; others
+            # come straight here (an arming for other arguments would only cost them a binding)
             target = driver.native_target(function.context, function.handle)
-            if target is not None:
+            if target is not None and bound_device is not None and not waits:
                 self._arm(self._bind, bound_device, *target, self._config, self._offsets, self._pack,
                           self._extras, stream_handle, current_stream_source(args))
+            else:
+                self._disarm()
 
     def _launch_failed(self, device: int, err: int, stream: int) -> None:
         """Raise the error of a launch the compiled way made on ``device`` (it returned ``err``)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 
 from buildtile.errors import TypeMismatchError
+from buildtile.runtime.arrays import exchange_api
 
 #: the legacy default stream
 DEFAULT_STREAM = 0
@@ -73,11 +74,7 @@ def current_stream_source(args) -> object | None:
         if tensor_type is not None or _framework(cls) != "torch":
             return None
         tensor_type = cls
-    if tensor_type is None:
-        return None
-    from buildtile.runtime.arrays import exchange_api
-
-    return exchange_api(tensor_type)
+    return exchange_api(tensor_type) if tensor_type is not None else None
 
 
 _torch_raw_stream = None  # PyTorch's current-stream accessor, found on first use
