@@ -1,6 +1,7 @@
 """Types of the tile IR.
 
-Scalars (and weakly typed literals) are the SIMT backend's; on top of them
+Scalars (and weakly typed literals) are the shared ones of
+``buildtile.backends.common.types``; on top of them
 a tile value has a dtype and a compile-time shape, and parameters are
 read-only ``Tensor`` inputs or partitioned ``tile.Out`` outputs.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from buildtile.backends.simt.types import (  # noqa: F401 - re-exported for the tile backend
+from buildtile.backends.common.types import (  # noqa: F401 - the tile typer speaks of scalars through this module
     BF16,
     BOOL,
     F16,

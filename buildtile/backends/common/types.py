@@ -1,0 +1,58 @@
+"""Scalar types and weakly typed literals, the same in every kernel language."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class Scalar:
+    name: str
+    bits: int
+    kind: str  # "int", "uint", "float", "bool"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+I32 = Scalar("i32", 32, "int")
+I64 = Scalar("i64", 64, "int")
+U32 = Scalar("u32", 32, "uint")
+U64 = Scalar("u64", 64, "uint")
+F16 = Scalar("f16", 16, "float")
+BF16 = Scalar("bf16", 16, "float")
+F32 = Scalar("f32", 32, "float")
+F64 = Scalar("f64", 64, "float")
+BOOL = Scalar("bool", 1, "bool")
+SCALARS = {t.name: t for t in (I32, I64, U32, U64, F16, BF16, F32, F64, BOOL)}
+#: Python-side spelling of bool in buildtile.types
+SCALARS["bool_"] = BOOL
+
+
+@dataclass(frozen=True)
+class Weak:
+    """The type of a literal (or of a value built only from literals) that has
+    not met a concrete type yet; it defaults to i64 or f32."""
+
+    kind: str  # "int" or "float"
+
+    @property
+    def default(self) -> Scalar:
+        return I64 if self.kind == "int" else F32
+
+    def __str__(self) -> str:
+        return "{integer}" if self.kind == "int" else "{float}"
+
+
+WEAK_INT = Weak("int")
+WEAK_FLOAT = Weak("float")
+
+
+VOID = Scalar("void", 0, "void")
