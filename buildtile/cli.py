@@ -64,6 +64,14 @@ def cmd_doctor(args) -> int:
     return run_doctor()
 
 
+def cmd_explain(args) -> int:
+    from buildtile.explain import explain
+
+    text, status = explain(args.code)
+    print(text, end="", file=sys.stdout if status == 0 else sys.stderr)
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="buildtile", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -85,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_inspect)
     p = sub.add_parser("doctor", help="check the GPU, driver, nvJitLink, LLVM and C toolchain")
     p.set_defaults(func=cmd_doctor)
+    p = sub.add_parser("explain", help="explain an error code, e.g. BT0499")
+    p.add_argument("code")
+    p.set_defaults(func=cmd_explain)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -1,48 +1,55 @@
 """The Tile track's must-fail and must-pass corpus under tests/ui/tile/.
 
 Like tests/test_ui.py for SIMT: each must-fail file starts with
-``# expect: CODE line:col [...]`` naming every diagnostic it must produce;
-must-pass files must check clean and every specialization must lower to a
-cubin.
+``# expect: CODE line:col [...]`` naming every diagnostic it must produce and
+has a ``.stderr`` snapshot of their full rendering; must-pass files must
+check clean and every specialization must lower to LLVM IR, PTX and a cubin
+for every default target.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from buildtile.backend import CompileOptions
 from buildtile.check import check_file
+from buildtile.diagnostics import render_all
 from buildtile.discovery import KernelModule, find_kernels
 from buildtile.plugins import backends
 from buildtile.toolchain.nvjitlink import ptx_to_cubin
-from ui_corpus import expected
-
-ROOT = Path(__file__).parent.parent
-UI = Path(__file__).parent / "ui" / "tile"
+from ui_corpus import (
+    ROOT, assert_defines_kernel, assert_matches_snapshot, assert_renders_like_rustc,
+    default_targets, expected, orphan_snapshots,
+)
+UI = ROOT / "tests" / "ui" / "tile"
 FAIL = sorted((UI / "fail").glob("*.py"))
 PASS = sorted((UI / "pass").glob("*.py"))
 
 
 @pytest.mark.parametrize("path", FAIL, ids=lambda p: p.stem)
 def test_must_fail_tile_kernel_reports_expected_diagnostics(path):
+    want = expected(path)
     found, diags = check_file(path, ROOT)
     assert found >= 1, "the file defines no kernel"
-    assert [(d.code, d.span.line, d.span.col + 1) for d in diags] == expected(path)
+    assert [(d.code, d.span.line, d.span.col + 1) for d in diags] == want
 
 
 @pytest.mark.parametrize("path", FAIL, ids=lambda p: p.stem)
-def test_tile_diagnostic_renders_like_rustc(path):
+def test_must_fail_tile_kernel_renders_as_its_snapshot(path):
     _, diags = check_file(path, ROOT)
-    text = diags[0].render()
-    code, line, col = expected(path)[0]
-    lines = text.splitlines()
-    assert lines[0].startswith(f"error[{code}]: ")
-    assert f"--> tests/ui/tile/fail/{path.name}:{line}:{col}" in lines[1]
-    assert f"{line} | {path.read_text().splitlines()[line - 1]}" in text
-    if code in {"BT0499", "BT0594"}:
-        assert "= help: " in text, "ownership errors say how to fix them"
+    assert_matches_snapshot(path, render_all(diags) + "\n")
+
+
+@pytest.mark.parametrize("path", FAIL, ids=lambda p: p.stem)
+def test_every_tile_diagnostic_renders_like_rustc(path):
+    _, diags = check_file(path, ROOT)
+    source = path.read_text().splitlines()
+    for diag in diags:
+        assert_renders_like_rustc(diag, f"tests/ui/tile/fail/{path.name}", source)
+
+
+def test_no_tile_snapshot_outlives_its_kernel():
+    assert orphan_snapshots(UI / "fail") == []
 
 
 def test_tile_corpus_covers_the_ownership_codes():
@@ -56,15 +63,18 @@ def test_a_diagnostic_of_one_specialization_names_it():
     assert "= note: in the specialization z: [1024]" in diags[0].render()
 
 
+@pytest.mark.parametrize("target", default_targets())
 @pytest.mark.parametrize("path", PASS, ids=lambda p: p.stem)
-def test_must_pass_tile_kernel_checks_clean_and_lowers(path):
+def test_must_pass_tile_kernel_checks_clean_and_lowers(path, target):
     found, diags = check_file(path, ROOT)
     assert found >= 1 and diags == []
     registry = backends()
     impl = registry["tile"].impl
+    options = CompileOptions()
     for src in find_kernels(KernelModule(path.stem, path.resolve()), registry, UI):
-        kernel = impl.analyze(src, CompileOptions())
+        kernel = impl.analyze(src, options)
         for spec in impl.specializations(kernel):
-            ptx = impl.to_ptx(kernel, "sm_80", CompileOptions(), specialization=spec)
-            assert f".entry {spec.symbol}(" in ptx
-            assert ptx_to_cubin(ptx, "sm_80")[:4] == b"\x7fELF"
+            assert_defines_kernel(impl.llvm_ir(kernel, options, specialization=spec), spec.symbol)
+            ptx = impl.to_ptx(kernel, target, options, specialization=spec)
+            assert f".target {target}" in ptx and f".entry {spec.symbol}(" in ptx
+            assert ptx_to_cubin(ptx, target)[:4] == b"\x7fELF"

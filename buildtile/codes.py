@@ -1,0 +1,542 @@
+"""Every error code buildtile reports, with what it means: the error index.
+
+One entry per code: a title, when it is caught, an explanation of the rule
+and why it exists, and a wrong and a right example. ``buildtile explain
+CODE`` prints an entry; the tests check that every code the compiler, the
+runtime, the C shim and the C++ header can raise has one, and that each has
+a case in the must-fail corpus or a test that produces it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KERNEL_CHECK = "kernel check"
+"""Caught by the build-time checks of a kernel (``buildtile check``, the build)."""
+
+STAGES = (KERNEL_CHECK, "configuration", "build", "package", "launch", "runtime")
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    code: str
+    title: str
+    stages: tuple[str, ...]
+    explanation: str
+    wrong: str
+    right: str
+
+
+def _entry(code: str, title: str, stages: tuple[str, ...], explanation: str, wrong: str, right: str) -> ErrorCode:
+    return ErrorCode(code, title, stages, _block(explanation), _block(wrong), _block(right))
+
+
+def _block(text: str) -> str:
+    """Strip the indentation and the blank first and last lines of a triple-quoted block."""
+    lines = text.strip("\n").splitlines()
+    indent = min((len(l) - len(l.lstrip()) for l in lines if l.strip()), default=0)
+    return "\n".join(l[indent:] for l in lines).rstrip()
+
+
+_ENTRIES = [
+    _entry("BT0001", "syntax error", (KERNEL_CHECK,), """
+        A module that defines kernels is not valid Python.
+
+        buildtile reads kernel modules with Python's own parser before it
+        looks for kernels, so a syntax error anywhere in the file stops the
+        check of every kernel in it; the diagnostic points at the place the
+        parser gave up. BT0001 is also the code of an error that carries no
+        more specific one.
+        """, """
+        @simt.kernel(block=256)
+        def scale(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = 2.0 * (x[i]     # the `(` is never closed
+        """, """
+        @simt.kernel(block=256)
+        def scale(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = 2.0 * x[i]
+        """),
+    _entry("BT0010", "invalid configuration or command-line input", ("configuration",), """
+        A `[tool.buildtile]` setting, a `-C` config setting, a `BUILDTILE_*`
+        environment variable or an argument of the `buildtile` command is
+        not one buildtile can use.
+
+        Settings are checked once, before anything compiles, so a typo is
+        reported with the key and the file that holds it instead of
+        surfacing later as a strange build. The same code covers the C ABI
+        build: CMake stops with error[BT0010] when the C ABI project is
+        configured on a platform or with arguments it does not support.
+        """, """
+        [tool.buildtile]
+        targets = ["sm80"]       # not spelled sm_XX
+        jobs = -1                # jobs are 0 (one per core) or more
+        """, """
+        [tool.buildtile]
+        targets = ["sm_80", "sm_90"]
+        jobs = 0                 # one job per CPU core
+        """),
+    _entry("BT0011", "not a GPU target", ("build",), """
+        A name given as a GPU target is not spelled `sm_XX` (or `sm_XXa`).
+
+        Targets name the compute capability the PTX and the cubin are made
+        for; buildtile hands them to LLVM and nvJitLink as they are, so a
+        misspelt one is refused before either tool sees it.
+        """, """
+        buildtile.toolchain.ptx.llvm_to_ptx(ir, "compute_80")
+        """, """
+        buildtile.toolchain.ptx.llvm_to_ptx(ir, "sm_80")
+        """),
+    _entry("BT0020", "the toolchain refused generated code", ("build",), """
+        LLVM or nvJitLink rejected what buildtile produced for a kernel.
+
+        Every kernel that passes the build-time checks should lower to LLVM
+        IR, PTX and a cubin. When a step after the checks fails, the kernel
+        is not at fault: it is a bug in buildtile, or a tool that is missing
+        or too old for the target. The message carries the tool's own text;
+        `buildtile doctor` shows which LLVM and nvJitLink were found.
+        """, """
+        # IR that LLVM cannot parse (only buildtile itself produces IR)
+        buildtile.toolchain.ptx.llvm_to_ptx("define void @k( {", "sm_80")
+        """, """
+        # report the kernel and the message; check the tools with
+        $ buildtile doctor
+        """),
+    _entry("BT0021", "libdevice not found", ("build",), """
+        A kernel calls math functions (`math.exp`, `math.erf`, ...) and no
+        copy of NVIDIA's libdevice bitcode was found to link them from.
+
+        buildtile links the math functions a kernel uses from libdevice at
+        build time, so the wheel needs no CUDA toolkit at run time. It looks
+        in the `nvidia-nvvm` Python package and under CUDA_HOME.
+        """, """
+        @simt.kernel(block=256)
+        def softplus(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = math.log1p(math.exp(x[i]))   # built with no libdevice
+        """, """
+        $ pip install nvidia-nvvm            # or: export CUDA_HOME=/usr/local/cuda
+        $ pip wheel .
+        """),
+    _entry("BT0030", "a plugin registered a bad backend", ("configuration",), """
+        A buildtile plugin registered something that is not a
+        `buildtile.backend.Backend`, or two plugins registered a backend for
+        the same kernel kind.
+
+        Each kernel kind (`simt`, `tile`, ...) is compiled by exactly one
+        backend; with two, which one compiled a wheel would depend on the
+        order plugins happen to load in.
+        """, """
+        @hookimpl
+        def buildtile_register_backends(register):
+            register(MyBackend)             # the class, not an instance
+        """, """
+        @hookimpl
+        def buildtile_register_backends(register):
+            register(MyBackend(kind="mykind"))
+        """),
+    _entry("BT0080", "division by zero in a constant expression", (KERNEL_CHECK,), """
+        An integer division or remainder whose operands are all constants
+        divides by zero.
+
+        buildtile folds constant expressions at compile time; a division by
+        zero there has no value to fold to, and on the GPU an integer
+        division by zero gives an unspecified result rather than an
+        exception, so it is refused where it is written.
+        """, """
+        CHUNKS = 0
+
+        @simt.kernel(block=256)
+        def k(c: DisjointSlice[i32]):
+            i = simt.index_1d()
+            c[i] = 1024 // CHUNKS
+        """, """
+        CHUNKS = 4
+
+        @simt.kernel(block=256)
+        def k(c: DisjointSlice[i32]):
+            i = simt.index_1d()
+            c[i] = 1024 // CHUNKS
+        """),
+    _entry("BT0100", "kernels failed the build-time checks", ("build",), """
+        A build stopped because kernels failed their checks.
+
+        A failed build reports the code of its first diagnostic; BT0100 is
+        the code of a failed check that recorded no diagnostic of its own.
+        Run `buildtile check` on the project to see every diagnostic.
+        """, """
+        $ pip wheel .          # stops: a kernel failed its checks
+        """, """
+        $ buildtile check .    # lists each diagnostic with its own code
+        """),
+    _entry("BT0133", "shared memory requires unsafe", (KERNEL_CHECK,), """
+        A SIMT kernel declares, reads or writes shared memory outside a
+        `with simt.unsafe():` block.
+
+        buildtile proves that every thread writes only its own elements of
+        an output. Shared memory is outside that proof: threads of a block
+        read each other's writes, and whether they see them depends on
+        `simt.syncthreads()` being in the right places. `simt.unsafe()`
+        marks the code whose correctness the author vouches for.
+        """, """
+        @simt.kernel(block=256)
+        def k(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            buf = simt.shared_array(f32, 256)
+            buf[simt.thread_idx.x] = x[i]
+        """, """
+        @simt.kernel(block=256)
+        def k(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            with simt.unsafe():
+                buf = simt.shared_array(f32, 256)
+                buf[simt.thread_idx.x] = x[i]
+                simt.syncthreads()
+                y[i] = buf[255 - simt.thread_idx.x]
+        """),
+    _entry("BT0200", "not supported in kernels", (KERNEL_CHECK,), """
+        A kernel uses a Python construct that kernels do not have: lists,
+        dicts, strings, exceptions, `while ... else`, nested functions,
+        lambdas, keyword arguments, recursion, slicing in SIMT kernels,
+        element indexing in Tile kernels, and the like.
+
+        Kernels are compiled ahead of time to GPU code with no Python
+        runtime behind them, so only the subset of Python with a direct GPU
+        meaning is accepted. The help line says what to write instead.
+        """, """
+        @simt.kernel(block=256)
+        def k(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            weights = [0.25, 0.5, 0.25]
+            y[i] = weights[1] * x[i]
+        """, """
+        CENTRE = 0.5
+
+        @simt.kernel(block=256)
+        def k(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = CENTRE * x[i]
+        """),
+    _entry("BT0268", "`break` or `continue` outside of a loop", (KERNEL_CHECK,), """
+        `break` or `continue` appears where no loop encloses it.
+
+        Python rejects this too, but only when the line runs; kernels are
+        checked before they run, so it is reported at build time.
+        """, """
+        @simt.kernel(block=256)
+        def k(c: DisjointSlice[f32]):
+            i = simt.index_1d()
+            if i > 100:
+                break
+            c[i] = 1.0
+        """, """
+        @simt.kernel(block=256)
+        def k(c: DisjointSlice[f32]):
+            i = simt.index_1d()
+            if i <= 100:
+                c[i] = 1.0
+        """),
+    _entry("BT0308", "mismatched types", (KERNEL_CHECK, "launch"), """
+        A value has another type than the place it is used needs.
+
+        In a kernel: operands of different widths or signedness, a float
+        literal where an integer is expected, a literal out of range, a
+        wrong number of indices or arguments, a tile whose shape does not
+        broadcast or does not match its output. Kernels never convert
+        numbers implicitly, because a silent conversion on the GPU changes
+        results or performance without a trace in the source; write the
+        cast.
+
+        At a launch: an argument whose dtype, rank, device or layout is not
+        the parameter's (`ops.k[grid](x_f32, y_f64, z_f64)` for the kernel
+        below). It is refused before anything is queued, by the Python host
+        and the C shim alike.
+        """, """
+        @simt.kernel(block=256)
+        def k(x: Slice[f32], y: Slice[f64], z: DisjointSlice[f32]):
+            i = simt.index_1d()
+            z[i] = x[i] + y[i]          # f32 + f64
+        """, """
+        @simt.kernel(block=256)
+        def k(x: Slice[f32], y: Slice[f64], z: DisjointSlice[f32]):
+            i = simt.index_1d()
+            z[i] = x[i] + f32(y[i])
+        """),
+    _entry("BT0382", "use of moved value", ("runtime",), """
+        A tensor handle is used after it was moved into a Tile launch or
+        into `tile.partition`.
+
+        A Tile launch takes ownership of its arguments until the work is
+        enqueued; reading or passing the old handle then could race with
+        the kernel. `.sync_on(stream)` gives fresh handles over the same
+        memory back. In Python every use of a moved `TileTensor` or
+        `Partition` raises; in C++ the moved-from `buildtile::TileTensor`
+        throws `buildtile::Error` with code 382.
+        """, """
+        z = tile.partition(torch_z, [128])
+        pending = ops.add(x, y, z)
+        print(z.shape)                        # z was moved into `add`
+        """, """
+        z = tile.partition(torch_z, [128])
+        x, y, z = ops.add(x, y, z).sync_on(stream)
+        print(z.shape)
+        """),
+    _entry("BT0384", "cannot assign twice to an immutable binding", (KERNEL_CHECK,), """
+        A name that must keep its value is assigned again: a thread index
+        bound by `simt.index_1d()` (or 2d, 3d), a shared array, or a loop
+        variable that would shadow one of them.
+
+        A disjoint write is allowed only at the thread's own index. The
+        proof rests on the name still holding that index wherever it is
+        used, so such names are bound once; compute other indices into new
+        names.
+        """, """
+        @simt.kernel(block=256)
+        def k(c: DisjointSlice[f32]):
+            i = simt.index_1d()
+            i = i + 1
+            c[i] = 1.0
+        """, """
+        @simt.kernel(block=256)
+        def k(x: Slice[f32], c: DisjointSlice[f32]):
+            i = simt.index_1d()
+            k = i + 1
+            if k < len(x):
+                c[i] = x[k]
+        """),
+    _entry("BT0425", "cannot find a name", (KERNEL_CHECK,), """
+        A name, attribute, method or function is not one kernels can see.
+
+        Kernels see their parameters, their own locals, module-level
+        constants, `@simt.device` (or `@tile.function`) helpers, casts, the
+        supported `math` functions and the `simt.` or `tile.` operations.
+        Anything else would need the Python interpreter at run time, which
+        a GPU kernel does not have.
+        """, """
+        @simt.kernel(block=256)
+        def k(c: DisjointSlice[f32]):
+            i = simt.index_1d()
+            c[i] = scale                 # not defined anywhere
+        """, """
+        SCALE = 2.0
+
+        @simt.kernel(block=256)
+        def k(c: DisjointSlice[f32]):
+            i = simt.index_1d()
+            c[i] = SCALE
+        """),
+    _entry("BT0499", "index is not this thread's own", (KERNEL_CHECK,), """
+        A SIMT kernel writes (or reads) a `DisjointSlice` or
+        `DisjointTensor` at an index that is not provably the thread's own,
+        or a Tile kernel stores outside its own tile of a `tile.Out`.
+
+        Disjoint outputs are what let buildtile guarantee, before anything
+        runs, that no two threads write the same element: each thread owns
+        exactly the element at the index `simt.index_1d()` (2d, 3d) gave
+        it, used unchanged and in the same axis order everywhere. `c[i + 1]`,
+        `c[0]` or an index read from memory may name another thread's
+        element, which would be a data race. In Tile kernels a block owns
+        the tile `z.tile_id(axis)` names; `z.store(t)` always writes it.
+        Reading other elements is fine through a `Slice` or `Tensor` input;
+        writing elsewhere needs an `AtomicSlice`.
+        """, """
+        @simt.kernel(block=256)
+        def shift(x: Slice[f32], c: DisjointSlice[f32]):
+            i = simt.index_1d()
+            c[i + 1] = x[i]
+        """, """
+        @simt.kernel(block=256)
+        def shift(x: Slice[f32], c: DisjointSlice[f32]):
+            i = simt.index_1d()
+            if i >= 1:
+                c[i] = x[i - 1]
+        """),
+    _entry("BT0502", "cannot borrow as mutable: arguments overlap", ("launch",), """
+        An output of a launch is also passed as another argument, or its
+        memory overlaps another argument's.
+
+        Each output is borrowed mutably by the kernel for the launch, like
+        `&mut` in Rust: the kernel is compiled on the promise that nothing
+        else reads or writes those bytes meanwhile (and LLVM optimises on
+        it). The check runs before anything is queued, in the Python host
+        and in the C shim, on the actual address ranges, so overlapping
+        views of one allocation are caught too.
+        """, """
+        ops.vecadd[grid](a, b, a)           # c is a's memory
+        ops.vecadd[grid](a[:1000], b, a[500:1500])
+        """, """
+        ops.vecadd[grid](a, b, c)           # c is a separate buffer
+        ops.vecadd[grid](a[:1000], b, a[1000:2000])
+        """),
+    _entry("BT0594", "cannot assign to a read-only value", (KERNEL_CHECK,), """
+        A kernel writes to a `Slice` or `Tensor` input, stores into a Tile
+        kernel's `Tensor` input, assigns a plain value to an `AtomicSlice`
+        element, or rebinds a parameter.
+
+        Inputs are shared borrows: every thread may read any element, so no
+        thread may write one. Outputs are declared as such (`DisjointSlice`,
+        `DisjointTensor`, `AtomicSlice`, `tile.Out`), which is what lets the
+        launch check them for aliasing and the compiler check who writes
+        where.
+        """, """
+        @simt.kernel(block=256)
+        def relu(a: Slice[f32]):
+            i = simt.index_1d()
+            a[i] = max(a[i], 0.0)
+        """, """
+        @simt.kernel(block=256)
+        def relu(a: DisjointSlice[f32]):
+            i = simt.index_1d()
+            a[i] = max(a[i], 0.0)
+        """),
+    _entry("BT0600", "launch contract violated", (KERNEL_CHECK, "launch"), """
+        A kernel's launch contract is invalid, or a launch breaks it.
+
+        The contract (`block=`, `dynamic_shared=`, `requires=`,
+        `min_compute_capability=`, a Tile kernel's `specialize=`) states
+        what every launch must provide. At build time buildtile checks that
+        the contract itself makes sense (block sizes within 1..1024, known
+        keys, relations over real parameters, a block with as many
+        dimensions as the kernel indexes with, tile shapes that are powers
+        of two) and that the kernel stays within it. At a launch, by the
+        Python host and the C shim alike and before anything is queued, the
+        grid, the block, the shared memory, the device and the `requires`
+        relations over the arguments' sizes are checked against it: an empty
+        grid (`ops.k[0](c)`) or a block other than the contract's is
+        refused.
+        """, """
+        @simt.kernel(block=(16, 16))
+        def k(c: DisjointSlice[f32]):
+            i = simt.index_1d()
+            c[i] = 1.0
+        """, """
+        @simt.kernel(block=256)
+        def k(c: DisjointSlice[f32]):
+            i = simt.index_1d()
+            c[i] = 1.0
+        """),
+    _entry("BT0601", "out-of-range read", ("runtime",), """
+        A kernel of a `checks = "debug"` build read outside an array.
+
+        Writes past the end of a disjoint output are skipped by
+        construction; reads are not checked in release builds, where they
+        cost nothing. A debug build records the first out-of-range read on
+        the device, and the host raises `BoundsError` at the next
+        synchronisation (or before the next launch of a debug build),
+        naming the kernel, the source line, the index and the extent.
+        """, """
+        @simt.kernel(block=256)
+        def diff(x: Slice[f32], d: DisjointSlice[f32]):
+            i = simt.index_1d()
+            d[i] = x[i + 1] - x[i]          # reads x[len(x)] in the last thread
+        """, """
+        @simt.kernel(block=256)
+        def diff(x: Slice[f32], d: DisjointSlice[f32]):
+            i = simt.index_1d()
+            if i + 1 < len(x):
+                d[i] = x[i + 1] - x[i]
+        """),
+    _entry("BT0610", "no image for this device", ("launch",), """
+        The package carries no cubin and no PTX that this GPU can run.
+
+        Kernels are compiled ahead of time for the targets in
+        `[tool.buildtile] targets`. A GPU of another architecture can run
+        them only from PTX of an older target (with `ptx = true`) that the
+        driver compiles at load time. The message names the built targets.
+        """, """
+        [tool.buildtile]
+        targets = ["sm_90"]
+        ptx = false              # then launched on an sm_80 GPU
+        """, """
+        [tool.buildtile]
+        targets = ["sm_80", "sm_90"]
+        ptx = true
+        """),
+    _entry("BT0620", "package not built or incomplete", ("package",), """
+        An installed package lacks its buildtile manifest, a kernel the
+        Python module declares, or the C ABI library it should carry.
+
+        The manifest is written by the build; without it (a source checkout
+        that was never built, a kernel added since the last build, a wheel
+        built with the C ABI off) there is nothing to launch.
+        """, """
+        $ git clone ... && cd my_kernels
+        $ python -c "from my_kernels import ops; ops.vecadd[1](a, b, c)"
+        """, """
+        $ pip install --no-build-isolation .     # or: buildtile build
+        $ python -c "from my_kernels import ops; ops.vecadd[1](a, b, c)"
+        """),
+    _entry("BT0621", "manifest is not valid", ("package",), """
+        The package's manifest is not valid JSON, or a record in it (a
+        parameter, a contract, a `requires` relation, a Tile signature)
+        does not have the shape this buildtile reads.
+
+        Both hosts trust the manifest to describe the compiled kernels; one
+        they cannot read is refused whole rather than guessed at. It is
+        written only by the build, so the cure is to rebuild.
+        """, """
+        # a hand-edited _buildtile/manifest.json
+        {"name": "x", "kind": "slice", "dtype": "float", "rank": 1}
+        """, """
+        # rebuild the package; never edit the manifest
+        {"name": "x", "kind": "slice", "dtype": "f32", "rank": 1}
+        """),
+    _entry("BT0622", "kernel ABI version mismatch", ("package", "launch"), """
+        A package was built for another manifest or kernel ABI version than
+        the buildtile (or the C/C++ headers) reading it.
+
+        The ABI fixes how each parameter is passed to a compiled kernel. A
+        launcher of one version driving kernels of another would pass
+        arguments the kernels misread, so the versions must match exactly.
+        """, """
+        # a wheel built with an older buildtile, imported with a newer one
+        >>> from old_kernels import ops
+        """, """
+        $ pip install --force-reinstall --no-build-isolation ./old_kernels
+        """),
+    _entry("BT0623", "damaged kernel image", ("package", "launch"), """
+        A cubin or PTX file of the package cannot be read, or its bytes do
+        not match the sha256 the manifest records.
+
+        Loading a truncated or replaced image into the driver could fail in
+        obscure ways or run other code; the checksum makes a damaged
+        install a clear error.
+        """, """
+        $ truncate -s 100 site-packages/my_kernels/_buildtile/sm_80/ops.cubin
+        """, """
+        $ pip install --force-reinstall my_kernels
+        """),
+    _entry("BT0700", "CUDA driver error", ("runtime",), """
+        The CUDA driver is missing, or returned an error for a call buildtile
+        made (loading a module, launching, synchronising).
+
+        buildtile loads the driver lazily, so packages import on machines
+        without a GPU; a launch then fails with this code. The message names
+        the driver call and the driver's own error text; errors from a
+        kernel that already ran (an illegal address, for instance) surface
+        at the next synchronisation.
+        """, """
+        # on a machine with no NVIDIA driver
+        >>> ops.vecadd[4](a, b, c)
+        """, """
+        $ buildtile doctor        # says whether a GPU and a driver are usable
+        """),
+    _entry("BT0701", "the CUDA driver could not be loaded", ("runtime",), """
+        The C shim library could not load or initialise the CUDA driver.
+
+        The shim a package's C ABI ships opens libcuda with dlopen on the
+        first launch, so the library links and loads on machines without a
+        GPU. A launch there returns status 701 (BT_ERR_NO_DRIVER) with this
+        message, after the argument checks, which need no driver.
+        """, """
+        /* on a machine with no NVIDIA driver */
+        int status = my_kernels_vecadd(&cfg, &a, &b, &c);   /* 701 */
+        """, """
+        int status = my_kernels_vecadd(&cfg, &a, &b, &c);
+        if (status != 0)
+            fprintf(stderr, "%s\\n", my_kernels_last_error());
+        """),
+]
+
+CODES: dict[str, ErrorCode] = {entry.code: entry for entry in _ENTRIES}
