@@ -177,7 +177,7 @@ _ENTRIES = [
         buildtile proves that every thread writes only its own elements of
         an output. Shared memory is outside that proof: threads of a block
         read each other's writes, and whether they see them depends on
-        `simt.syncthreads()` being in the right places. `simt.unsafe()`
+        `simt.sync_threads()` being in the right places. `simt.unsafe()`
         marks the code whose correctness the author vouches for.
         """, """
         @simt.kernel(block=256)
@@ -192,7 +192,7 @@ _ENTRIES = [
             with simt.unsafe():
                 buf = simt.shared_array(f32, 256)
                 buf[simt.thread_idx.x] = x[i]
-                simt.syncthreads()
+                simt.sync_threads()
                 y[i] = buf[255 - simt.thread_idx.x]
         """),
     _entry("BT0200", "not supported in kernels", (KERNEL_CHECK,), """
