@@ -63,7 +63,8 @@ HOST_CASES = {
 }
 
 #: what an example may use without importing it (the examples show kernels, not imports)
-PRELUDE = f"import math\n\nfrom buildtile import simt, tile\nfrom buildtile.types import {', '.join(types.__all__)}\n\n\n"
+PRELUDE = ("import math\n\nfrom buildtile import simt, tile\n"
+           f"from buildtile.types import {', '.join(types.__all__)}\n\n\n")
 
 
 def codes_raised_by_the_code_base() -> dict[str, set[str]]:
