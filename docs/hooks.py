@@ -44,8 +44,7 @@ class PageError(Exception):
 # --------------------------------------------------------------------------- configuration
 
 
-@dataclasses.dataclass(frozen=True)
-class SettingDoc:
+class SettingDoc(typing.NamedTuple):
     """One leaf key of the settings model, as the configuration page shows it."""
 
     keys: tuple[str, ...]      # ("c-abi", "enabled")
@@ -110,7 +109,11 @@ def _override_example(setting: SettingDoc) -> str:
         return "a,b"
     if setting.type_ is bool:
         return "1" if not setting.default else "0"
-    return str(setting.default) if setting.default not in ("",) else "..."
+    if "enum" in setting.schema:
+        return str(setting.schema["enum"][-1])
+    if setting.type_ is str:
+        return "<text>"
+    return str(setting.default)
 
 
 def _constraints(setting: SettingDoc) -> list[str]:
