@@ -551,7 +551,9 @@ def test_the_jobs_cover_every_kernel_and_specialization_of_the_manifest(example_
 def test_every_kernel_gives_the_same_bytes_from_python_and_cpp(example, cpp_host, tmp_path, device):
     count = device_count()
     if device >= count:
-        pytest.skip(f"cuda:{device} needs a machine with {device + 1} GPUs; this one has {count}")
+        from gpu_gate import not_this_hardware
+
+        not_this_hardware(f"cuda:{device} needs a machine with {device + 1} GPUs; this one has {count}")
     manifest, path = example
     listed = set(_checked([cpp_host, "--list"]).split())
     assert {kernel for kernel, _ in manifest_entries(manifest)} <= listed, "the C++ host lacks runners"
@@ -640,7 +642,9 @@ def test_mixing_devices_in_one_launch_is_refused_with_bt0308_by_both_hosts(examp
 
     count = device_count()
     if count < 2:
-        pytest.skip(f"mixing devices needs a machine with 2 GPUs; this one has {count}")
+        from gpu_gate import not_this_hardware
+
+        not_this_hardware(f"mixing devices needs a machine with 2 GPUs; this one has {count}")
     manifest, _ = example
     jobs = mixed_jobs()
     inputs = tmp_path / "in"
@@ -679,7 +683,9 @@ def test_a_launch_while_another_device_is_current_goes_to_the_arguments_device_i
         example, cpp_host, tmp_path):
     count = device_count()
     if count < 2:
-        pytest.skip(f"another device needs a machine with 2 GPUs; this one has {count}")
+        from gpu_gate import not_this_hardware
+
+        not_this_hardware(f"another device needs a machine with 2 GPUs; this one has {count}")
     manifest, _ = example
     jobs = [job for job in make_jobs() if job.kernel in ("ops.vecadd", "tiles.add")]
     inputs = tmp_path / "in"
