@@ -12,7 +12,13 @@ status=0
 "$python" -m pip install -q --no-deps --no-build-isolation ./example_project || exit 1
 "$python" -m pip install -q --no-deps --no-build-isolation ./example_project_mixed || status=1
 "$python" -m example_kernels || status=1
-"$python" -m pytest -q -m gpu -rs tests/gpu tests/test_runtime_gpu_ptx.py "$@" || status=1
+# BUILDTILE_REQUIRE_GPU=1: a GPU test that does not run fails (tests/gpu_gate.py); the gate's last
+# line counts those that ran, and a run in which none did is a failure too
+log="$(mktemp)"
+"$python" -m pytest -q -m gpu -rs tests/gpu tests/test_runtime_gpu_ptx.py "$@" 2>&1 | tee "$log" || status=1
+ran="$(sed -n 's/^GPU tests: \([0-9]*\) ran.*/\1/p' "$log" | tail -n 1)"
+echo "GPU tests that ran: ${ran:-0}"
+[ "${ran:-0}" -gt 0 ] || status=1
 for bench in benchmarks/bench_*.py; do "$python" "$bench" || status=1; done
 # C++ launch overhead against raw cuLaunchKernel, on this GPU's vecadd cubin
 cmake_dir="$("$python" -m example_kernels --cmake-dir)" || exit 1
