@@ -44,7 +44,6 @@ def main() -> None:
                  bytes_3))
     rows.append(("buildtile vecadd", time_checked_ms(torch, lambda: launch(a, b, c), c, equal(c, want, "vecadd")),
                  bytes_3))
-    del want
     print(f"vecadd, f32, n = {n:,} ({args.gib:g} GiB per array), {torch.cuda.get_device_name()}")
     print(f"{'':<24}{'ms':>9}{'TB/s':>9}")
     bw = {}
@@ -61,7 +60,6 @@ def main() -> None:
     # Small integers as f32: every partial sum is exact (far below 2**24), so the sums must equal the
     # exact total; a tolerance would let skipped elements through.
     ints = torch.randint(-8, 9, (n,), device="cuda", dtype=torch.int32).to(torch.float32)
-    del a, b, c
     exact = int(ints.to(torch.int64).sum().item())
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     partial = torch.empty(sms * 8, device="cuda")
@@ -78,6 +76,7 @@ def main() -> None:
     def sums_to_exact(what):
         return lambda: _assert(total.item() == exact, f"{what}: sum {total.item()} after timing, exact {exact}")
 
+    partial.fill_(float("nan"))   # a sum_partials that never ran leaves a NaN total
     red = [("torch sum", time_checked_ms(torch, torch_sum, total, sums_to_exact("torch sum"))),
            ("buildtile sum_partials", time_checked_ms(torch, buildtile_sum, total, sums_to_exact("sum_partials")))]
     print(f"\nsum, f32, n = {n:,}")
