@@ -30,6 +30,11 @@ take PyTorch tensors, CuPy takes CuPy arrays, cuda.core takes
 same number of array arguments. Most rows repeat one set of arguments; the
 rows "argument sets in turn" cycle through several, so every call binds,
 checks and packs new ones.
+
+Every row checks the work it timed: its outputs are poisoned (NaN) before
+its timed launches and compared with the expected sums after them, so a row
+whose path launched nothing cannot look fast; ``--host-only`` rows count the
+launches their driver received instead.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 N = 1024
@@ -124,29 +131,42 @@ def write_package(root: Path, arch: str) -> dict[int, tuple[str, bytes]]:
 
 # ----------------------------------------------------------------------------- timing
 
-def per_launch_us(rows: dict, launches: int, rounds: int, burst: int, synchronize) -> dict[str, float]:
-    """``{label: host time of one call in microseconds}`` for the callables ``rows``: the mean
-    over ``launches`` calls, the best of ``rounds``. The rows take turns within each round (the
-    order rotates), so a slow spell of the machine hits them alike. Calls are timed in bursts
-    of ``burst`` with the GPU drained between bursts (untimed), so a queue full of tiny kernels
-    never makes the host wait."""
-    for fn in rows.values():
+@dataclass
+class Row:
+    """One measured way to launch: ``call`` launches once; ``poison`` spoils its outputs before a
+    timed round and ``check`` asserts, after the round, that its launches wrote them."""
+
+    call: Callable[[], object]
+    poison: Callable[[], object]
+    check: Callable[[str], None]
+
+
+def per_launch_us(rows: dict[str, Row], launches: int, rounds: int, burst: int, synchronize) -> dict[str, float]:
+    """``{label: host time of one call in microseconds}`` for ``rows``: the mean over ``launches``
+    calls, the best of ``rounds``. The rows take turns within each round (the order rotates), so a
+    slow spell of the machine hits them alike. Calls are timed in bursts of ``burst`` with the GPU
+    drained between bursts (untimed), so a queue full of tiny kernels never makes the host wait.
+    Each row's outputs are poisoned before each of its rounds and checked after it (untimed)."""
+    for row in rows.values():
         for _ in range(min(launches, 2000)):
-            fn()
+            row.call()
     synchronize()
     best = dict.fromkeys(rows, float("inf"))
     labels = list(rows)
     for round_ in range(rounds):
         for label in labels[round_ % len(labels):] + labels[:round_ % len(labels)]:
-            fn, elapsed, done = rows[label], 0.0, 0
+            row, elapsed, done = rows[label], 0.0, 0
+            row.poison()
+            synchronize()
             while done < launches:
                 count = min(burst, launches - done)
                 start = time.perf_counter()
                 for _ in range(count):
-                    fn()
+                    row.call()
                 elapsed += time.perf_counter() - start
                 done += count
                 synchronize()
+            row.check(label)
             best[label] = min(best[label], elapsed / launches * 1e6)
     return best
 
@@ -227,58 +247,83 @@ def _triton_kernels():
 
 # ----------------------------------------------------------------------------- main
 
-def measure(arrays: int, ops, images: dict, package_dir: Path, arch: str, libraries: dict) -> dict:
-    """``{label: a call that launches}`` for the kernel with ``arrays`` array arguments."""
+def measure(arrays: int, ops, images: dict, package_dir: Path, arch: str, libraries: dict) -> dict[str, Row]:
+    """``{label: Row}`` for the kernel with ``arrays`` array arguments."""
     import torch
 
     cupy, triton_kernels = libraries["cupy"], libraries["triton"]
     name = KERNELS[arrays]
     kernel = getattr(ops, name)
     symbol, cubin = images[arrays]
-    inputs = [torch.randn(N, device="cuda") for _ in range(arrays - 1)]
-    out = torch.empty(N, device="cuda")
-    args = (*inputs, out)
-    prepared = kernel.prepare(grid=GRID)
-    prepared(*args)
-    torch.cuda.synchronize()
-    expected = sum(inputs) if inputs else torch.ones(N, device="cuda")
-    assert torch.allclose(out, expected), f"{name}: wrong result from buildtile"
-    stream = torch.cuda.current_stream().cuda_stream
 
-    rows: dict = {}
+    def torch_set():
+        inputs = [torch.randn(N, device="cuda") for _ in range(arrays - 1)]
+        expected = sum(inputs) if inputs else torch.ones(N, device="cuda")
+        return (*inputs, torch.empty(N, device="cuda")), expected
+
+    def torch_row(call, sets) -> Row:
+        def check(label):
+            for args, expected in sets:
+                if not torch.allclose(args[-1], expected, rtol=1e-5, atol=1e-5):   # NaN (unwritten) fails
+                    raise AssertionError(f"{name}, {label}: the output differs from the expected sum after timing")
+        return Row(call, lambda: [args[-1].fill_(float("nan")) for args, _ in sets], check)
+
+    one = torch_set()
+    args = one[0]
+    prepared = kernel.prepare(grid=GRID)
+    stream = torch.cuda.current_stream().cuda_stream
+    rows: dict[str, Row] = {}
     # arguments that change on every call: SETS sets of arrays, taken in turn
-    turns = [(*(torch.randn(N, device="cuda") for _ in range(arrays - 1)), torch.empty(N, device="cuda"))
-             for _ in range(SETS)]
+    turns = [torch_set() for _ in range(SETS)]
     if cupy is not None:
         raw = cupy.RawModule(path=str(package_dir / "_buildtile" / kernel.record["artifacts"][arch]["path"]))
         raw_kernel = raw.get_function(symbol)
-        cupy_args = tuple(x for _ in range(arrays) for x in (cupy.ones(N, cupy.float32), cupy.int64(N)))
-        rows[CUPY_ROW] = lambda: raw_kernel((GRID,), (BLOCK,), cupy_args)
-        cupy_turns = itertools.cycle([tuple(x for _ in range(arrays) for x in (cupy.ones(N, cupy.float32), cupy.int64(N)))
-                                      for _ in range(SETS)])
-        rows[f"CuPy RawKernel, {SETS} argument sets in turn"] = lambda: raw_kernel((GRID,), (BLOCK,), next(cupy_turns))
-    rows["buildtile prepared, stream=int"] = lambda: prepared(*args, stream=stream)
-    torch_turns = itertools.cycle(turns)
-    rows[f"buildtile prepared, {SETS} argument sets in turn"] = lambda: prepared(*next(torch_turns), stream=stream)
-    rows["buildtile prepared, stream=None"] = lambda: prepared(*args)
-    rows["buildtile kernel[grid]"] = lambda: kernel[GRID](*args)
+
+        def cupy_set():   # inputs of ones: the output is arrays - 1 (or 1 for fill)
+            return [cupy.ones(N, cupy.float32) for _ in range(arrays)]
+
+        def cupy_row(call, sets) -> Row:
+            want = float(arrays - 1 if arrays > 1 else 1)
+
+            def check(label):
+                for outputs in sets:
+                    if not bool((outputs[-1] == want).all()):
+                        raise AssertionError(f"{name}, {label}: the output differs from the expected sum after timing")
+            return Row(call, lambda: [outputs[-1].fill(float("nan")) for outputs in sets], check)
+
+        def raw_args(outputs):
+            return tuple(x for a in outputs for x in (a, cupy.int64(N)))
+
+        single = cupy_set()
+        packed = raw_args(single)
+        rows[CUPY_ROW] = cupy_row(lambda: raw_kernel((GRID,), (BLOCK,), packed), [single])
+        cupy_sets = [cupy_set() for _ in range(SETS)]
+        cupy_turns = itertools.cycle([raw_args(outputs) for outputs in cupy_sets])
+        rows[f"CuPy RawKernel, {SETS} argument sets in turn"] = cupy_row(
+            lambda: raw_kernel((GRID,), (BLOCK,), next(cupy_turns)), cupy_sets)
+    rows["buildtile prepared, stream=int"] = torch_row(lambda: prepared(*args, stream=stream), [one])
+    torch_turns = itertools.cycle([args for args, _ in turns])
+    rows[f"buildtile prepared, {SETS} argument sets in turn"] = torch_row(
+        lambda: prepared(*next(torch_turns), stream=stream), turns)
+    rows["buildtile prepared, stream=None"] = torch_row(lambda: prepared(*args), [one])
+    rows["buildtile kernel[grid]"] = torch_row(lambda: kernel[GRID](*args), [one])
     if cupy is not None:
-        cupy_arrays = [cupy.ones(N, cupy.float32) for _ in range(arrays)]
-        rows["buildtile prepared (cupy arrays)"] = lambda: prepared(*cupy_arrays)
+        cupy_arrays = cupy_set()
+        rows["buildtile prepared (cupy arrays)"] = cupy_row(lambda: prepared(*cupy_arrays), [cupy_arrays])
     if arrays == 3 and libraries["example"] is not None:
         vecadd = libraries["example"].vecadd
-        rows["example_kernels vecadd[grid]"] = lambda: vecadd[GRID](*args)
+        rows["example_kernels vecadd[grid]"] = torch_row(lambda: vecadd[GRID](*args), [one])
     try:
         core_run = _cuda_core_launcher(symbol, cubin, list(args))
     except Exception as exc:  # an incompatible cuda.core: say so and go on
         print(f"  (cuda.core left out: {type(exc).__name__}: {exc})")
         core_run = None
     if core_run is not None:
-        rows["cuda.core launch (data_ptr ints)"] = core_run
+        rows["cuda.core launch (data_ptr ints)"] = torch_row(core_run, [one])
     if triton_kernels is not None:
         jitted = triton_kernels[arrays][(GRID,)]
         jitted(*args, N, BLOCK_SIZE=BLOCK)
-        rows["Triton @jit launch"] = lambda: jitted(*args, N, BLOCK_SIZE=BLOCK)
+        rows["Triton @jit launch"] = torch_row(lambda: jitted(*args, N, BLOCK_SIZE=BLOCK), [one])
     return rows
 
 
@@ -294,8 +339,10 @@ def host_only(options) -> None:
     from buildtile.runtime.testing import FakeDriver
 
     class NoLaunchDriver(FakeDriver):
+        launched = 0     # the launches it received: what each row checks
+
         def launch(self, ctx, function, config, stream, packed, offsets) -> None:
-            pass
+            self.launched += 1
 
         def pointer_memory(self, ptr: int):  # what a real driver says, without the fake's search
             return DEVICE_MEMORY, 0
@@ -313,18 +360,27 @@ def host_only(options) -> None:
         device_arrays = [DeviceArray.zeros(N) for _ in range(arrays)]
         interface_arrays = [driver.array(N) for _ in range(arrays)]
         print(f"\n{arrays} array argument{'s' if arrays > 1 else ''} (kernel `{name}`)")
-        rows = _host_rows(kernel, device_arrays, interface_arrays)
+        rows = _host_rows(kernel, device_arrays, interface_arrays, driver, options.launches)
         for label, us in per_launch_us(rows, options.launches, options.rounds, options.launches, lambda: None).items():
             print(f"  {label:<48}{us:8.2f} us")
     tmp.cleanup()
 
 
-def _host_rows(kernel, device_arrays: list, interface_arrays: list) -> dict:
+def _host_rows(kernel, device_arrays: list, interface_arrays: list, driver, launches: int) -> dict[str, Row]:
     prepared = kernel.prepare(grid=GRID)
+
+    def reset():
+        driver.launched = 0
+
+    def check(label):
+        if driver.launched != launches:
+            raise AssertionError(f"{label}: {driver.launched} launches reached the driver, not {launches}")
+
     return {
-        "prepared, DeviceArray, stream=int": lambda: prepared(*device_arrays, stream=0),
-        "kernel[grid], DeviceArray": lambda: kernel[GRID](*device_arrays),
-        "prepared, __cuda_array_interface__, stream=int": lambda: prepared(*interface_arrays, stream=0),
+        "prepared, DeviceArray, stream=int": Row(lambda: prepared(*device_arrays, stream=0), reset, check),
+        "kernel[grid], DeviceArray": Row(lambda: kernel[GRID](*device_arrays), reset, check),
+        "prepared, __cuda_array_interface__, stream=int": Row(lambda: prepared(*interface_arrays, stream=0), reset,
+                                                             check),
     }
 
 

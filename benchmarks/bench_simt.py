@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from timing import time_ms
+from timing import time_checked_ms
 
 
 def main() -> None:
@@ -31,15 +31,19 @@ def main() -> None:
     c = torch.empty_like(a)
     grid = (n + 255) // 256
     launch = ops.vecadd.prepare(grid=grid)
-    launch(a, b, c)
-    torch.cuda.synchronize()
-    assert torch.equal(c, a + b), "vecadd result differs from torch"
 
     rows = []
     bytes_3 = 3 * n * 4
-    rows.append(("device copy (ceiling)", time_ms(torch, lambda: c.copy_(a)), 2 * n * 4))
-    rows.append(("torch a + b", time_ms(torch, lambda: torch.add(a, b, out=c)), bytes_3))
-    rows.append(("buildtile vecadd", time_ms(torch, lambda: launch(a, b, c)), bytes_3))
+    want = a + b
+
+    def equal(x, y, what):
+        return lambda: _assert(torch.equal(x, y), f"{what}: wrong result after timing")
+
+    rows.append(("device copy (ceiling)", time_checked_ms(torch, lambda: c.copy_(a), c, equal(c, a, "copy")), 2 * n * 4))
+    rows.append(("torch a + b", time_checked_ms(torch, lambda: torch.add(a, b, out=c), c, equal(c, want, "torch add")),
+                 bytes_3))
+    rows.append(("buildtile vecadd", time_checked_ms(torch, lambda: launch(a, b, c), c, equal(c, want, "vecadd")),
+                 bytes_3))
     print(f"vecadd, f32, n = {n:,} ({args.gib:g} GiB per array), {torch.cuda.get_device_name()}")
     print(f"{'':<24}{'ms':>9}{'TB/s':>9}")
     bw = {}
@@ -53,22 +57,38 @@ def main() -> None:
     # to fill the GPU; torch sums those few thousand, so both sides produce the full sum
     from example_kernels import patterns
 
+    # Small integers as f32: every partial sum is exact (far below 2**24), so the sums must equal the
+    # exact total; a tolerance would let skipped elements through.
+    ints = torch.randint(-8, 9, (n,), device="cuda", dtype=torch.int32).to(torch.float32)
+    exact = int(ints.to(torch.int64).sum().item())
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     partial = torch.empty(sms * 8, device="cuda")
     reduce_launch = patterns.sum_partials.prepare(grid=partial.numel())
+    total = torch.empty(1, device="cuda")
 
     def buildtile_sum():
-        reduce_launch(a, partial)
-        return partial.sum()
+        reduce_launch(ints, partial)
+        torch.sum(partial, dim=0, keepdim=True, out=total)
 
-    got, want = buildtile_sum().item(), a.double().sum().item()
-    assert abs(got - want) <= 1e-3 * max(1.0, abs(want)) + 1e-2 * n ** 0.5, (got, want)
-    red = [("torch a.sum()", time_ms(torch, lambda: a.sum())), ("buildtile sum_partials", time_ms(torch, buildtile_sum))]
+    def torch_sum():
+        torch.sum(ints, dim=0, keepdim=True, out=total)
+
+    def sums_to_exact(what):
+        return lambda: _assert(total.item() == exact, f"{what}: sum {total.item()} after timing, exact {exact}")
+
+    partial.fill_(float("nan"))   # a sum_partials that never ran leaves a NaN total
+    red = [("torch sum", time_checked_ms(torch, torch_sum, total, sums_to_exact("torch sum"))),
+           ("buildtile sum_partials", time_checked_ms(torch, buildtile_sum, total, sums_to_exact("sum_partials")))]
     print(f"\nsum, f32, n = {n:,}")
     for name, ms in red:
         print(f"{name:<24}{ms:>9.3f}{n * 4 / ms / 1e9:>9.2f}")
     print(f"ratio vs torch sum: {red[0][1] / red[1][1]:.3f}x   vs copy ceiling: "
           f"{(n * 4 / red[1][1] / 1e9) / bw['device copy (ceiling)']:.3f}x")
+
+
+def _assert(ok: bool, message: str) -> None:
+    if not ok:
+        raise AssertionError(message)
 
 
 if __name__ == "__main__":

@@ -14,14 +14,15 @@ in brackets):
 
 Each time is the median of CUDA-event timings of ``--inner`` back-to-back
 launches (so host-side launch work overlaps the GPU, as in a real loop),
-after warm-up; results are checked against PyTorch first.
+after warm-up; each row's output is poisoned before its timing and checked after it
+(buildtile against PyTorch, PyTorch against the same reference).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from timing import time_ms
+from timing import time_checked_ms
 
 #: the matmul specialization measured: 8 warps of 64 x 64 each, one block per SM (see tiles.py)
 MATMUL_TILE = [128, 256]
@@ -45,13 +46,16 @@ def bench_add(torch, tile, tiles, gib: float, inner: int) -> None:
     def tile_add():
         tiles.add(a, b, tile.partition(c, [4096])).launch()
 
-    tile_add()
-    torch.cuda.synchronize()
-    assert torch.equal(c, a + b), "tiles.add differs from torch"
+    want = a + b
+
+    def check(what):
+        return lambda: _assert(torch.equal(c, want), f"{what} differs from a + b after timing")
+
+    ours = time_checked_ms(torch, tile_add, c, check("tiles.add"), inner=inner, repeat=15, warmup=3)
+    theirs = time_checked_ms(torch, lambda: torch.add(a, b, out=c), c, check("torch.add"), inner=inner, repeat=15,
+                             warmup=3)
     report(f"add, f32, n = {n:,} ({gib:g} GiB per array)", "GB/s", 1e9,
-           ("buildtile tiles.add", time_ms(torch, tile_add, inner, repeat=15, warmup=3)),
-           ("torch a + b", time_ms(torch, lambda: torch.add(a, b, out=c), inner, repeat=15, warmup=3)),
-           3 * n * 4, ">= 0.95x")
+           ("buildtile tiles.add", ours), ("torch a + b", theirs), 3 * n * 4, ">= 0.95x")
 
 
 def bench_softmax(torch, tile, tiles, rows: int, cols: int, inner: int) -> None:
@@ -61,13 +65,22 @@ def bench_softmax(torch, tile, tiles, rows: int, cols: int, inner: int) -> None:
     def tile_softmax():
         tiles.softmax(x, tile.partition(y, [1, cols])).launch()
 
-    tile_softmax()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(y, torch.softmax(x, 1), rtol=1e-5, atol=1e-6)
+    want = torch.softmax(x.double(), 1).float()
+
+    last = [y]        # torch.softmax has no out=: its row checks the result of its last call
+
+    def torch_softmax():
+        last[0] = torch.softmax(x, 1)
+
+    ours = time_checked_ms(torch, tile_softmax, y, lambda: torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-6),
+                           inner=inner, repeat=15, warmup=3)
+    y.fill_(float("nan"))
+    theirs = time_checked_ms(torch, torch_softmax, y,
+                             lambda: torch.testing.assert_close(last[0], want, rtol=1e-5, atol=1e-6),
+                             inner=inner, repeat=15, warmup=3)
+    assert last[0] is not y
     report(f"softmax over rows, f32, {rows} x {cols}", "GB/s", 1e9,
-           ("buildtile tiles.softmax", time_ms(torch, tile_softmax, inner, repeat=15, warmup=3)),
-           ("torch.softmax", time_ms(torch, lambda: torch.softmax(x, 1), inner, repeat=15, warmup=3)),
-           2 * x.numel() * 4, ">= 0.8x")
+           ("buildtile tiles.softmax", ours), ("torch.softmax", theirs), 2 * x.numel() * 4, ">= 0.8x")
 
 
 def bench_matmul(torch, tile, tiles, m: int, inner: int) -> None:
@@ -78,15 +91,25 @@ def bench_matmul(torch, tile, tiles, m: int, inner: int) -> None:
     def tile_matmul():
         tiles.matmul_bf16(a, b, tile.partition(c, MATMUL_TILE)).launch()
 
-    tile_matmul()
-    torch.cuda.synchronize()
-    want = torch.matmul(a, b)
-    err = ((c.float() - want.float()).abs().max() / want.float().abs().max()).item()
-    assert err < 2e-2, f"tiles.matmul_bf16 differs from torch.matmul (max relative error {err:.3g})"
+    want = torch.matmul(a.float(), b.float())
+
+    def check(what):
+        def close():
+            err = ((c.float() - want).abs().max() / want.abs().max()).item()   # NaN (unwritten) fails too
+            _assert(err < 2e-2, f"{what} differs from the f32 product after timing (max relative error {err:.3g})")
+        return close
+
+    ours = time_checked_ms(torch, tile_matmul, c, check("tiles.matmul_bf16"), inner=inner, repeat=15, warmup=3)
+    theirs = time_checked_ms(torch, lambda: torch.matmul(a, b, out=c), c, check("torch.matmul"), inner=inner,
+                             repeat=15, warmup=3)
     report(f"matmul, bf16 in / f32 accumulate / bf16 out, {m} x {m} x {m}", "TFLOP/s", 1e12,
-           ("buildtile tiles.matmul_bf16", time_ms(torch, tile_matmul, inner, repeat=15, warmup=3)),
-           ("torch.matmul (cuBLAS)", time_ms(torch, lambda: torch.matmul(a, b, out=c), inner, repeat=15, warmup=3)),
-           2 * m * m * m, ">= 0.4x; goal 0.9x")
+           ("buildtile tiles.matmul_bf16", ours), ("torch.matmul (cuBLAS)", theirs), 2 * m * m * m,
+           ">= 0.4x; goal 0.9x")
+
+
+def _assert(ok: bool, message: str) -> None:
+    if not ok:
+        raise AssertionError(message)
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from timing import time_ms
+from timing import time_checked_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,8 +47,17 @@ def main() -> None:
     a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     c = torch.empty_like(a)
     major, minor = torch.cuda.get_device_capability()
-    rows = [("device copy (ceiling)", time_ms(torch, lambda: c.copy_(a)), 2 * n * 4),
-            ("torch a + b", time_ms(torch, lambda: torch.add(a, b, out=c)), 3 * n * 4)]
+    want = a + b
+
+    def equal(x, what):
+        def check():
+            if not torch.equal(c, x):
+                raise AssertionError(f"{what}: wrong result after timing")
+        return check
+
+    rows = [("device copy (ceiling)", time_checked_ms(torch, lambda: c.copy_(a), c, equal(a, "copy")), 2 * n * 4),
+            ("torch a + b", time_checked_ms(torch, lambda: torch.add(a, b, out=c), c, equal(want, "torch add")),
+             3 * n * 4)]
     blocks = (n + 255) // 256
     for factor in (1, 2, 4, 8):
         cubin, symbol = compile_variant(factor, f"sm_{major}{minor}")
@@ -61,11 +70,8 @@ def main() -> None:
             params += (np.int64(blocks),)
         grid = ((blocks + factor - 1) // factor,)
         launch = lambda fn=fn, grid=grid, params=params: fn(grid, (256,), params)  # noqa: E731
-        c.zero_()
-        launch()
-        torch.cuda.synchronize()
-        assert torch.equal(c, a + b), f"coarsen={factor} computed a wrong sum"
-        rows.append((f"buildtile vecadd x{factor}", time_ms(torch, launch), 3 * n * 4))
+        rows.append((f"buildtile vecadd x{factor}",
+                     time_checked_ms(torch, launch, c, equal(want, f"coarsen={factor}")), 3 * n * 4))
     torch_bw = 3 * n * 4 / rows[1][1] / 1e9
     print(f"vecadd f32, n = {n:,}, {torch.cuda.get_device_name()}")
     for name, ms, nbytes in rows:

@@ -21,3 +21,13 @@ def time_ms(torch, fn, inner: int = 1, repeat: int = 30, warmup: int = 5) -> flo
         end.synchronize()
         times.append(start.elapsed_time(end) / inner)
     return statistics.median(times)
+
+
+def time_checked_ms(torch, fn, out, check, **timing) -> float:
+    """:func:`time_ms` of ``fn``, with ``out`` poisoned (NaN) first and ``check()`` asserted after the
+    timing: the figure is of calls that did write the right result, not of a path that did nothing."""
+    out.fill_(float("nan"))
+    ms = time_ms(torch, fn, **timing)
+    torch.cuda.synchronize()
+    check()
+    return ms

@@ -1,9 +1,10 @@
 """Shared test configuration.
 
 - ``@pytest.mark.gpu`` tests are skipped, with the reason, when no CUDA GPU
-  and driver can be used. Set ``BUILDTILE_REQUIRE_GPU=1`` to make a missing
-  GPU an error instead (on a GPU runner, so a broken driver cannot pass as
-  "all skipped").
+  and driver can be used. Set ``BUILDTILE_REQUIRE_GPU=1`` (on a GPU runner)
+  to make a missing GPU an error and any GPU test that does not run a
+  failure, so a broken driver or a missing dependency cannot pass as
+  "all skipped" (tests/gpu_gate.py).
 - ``fake_gpu`` installs :class:`buildtile.runtime.testing.FakeDriver`, and
   ``make_kernel_package`` writes an importable package with a hand-written
   manifest, so the runtime can be tested on machines without a GPU.
@@ -22,35 +23,14 @@ import textwrap
 
 import pytest
 
-_gpu_status: tuple[bool, str] | None = None
-
-
-def gpu_status() -> tuple[bool, str]:
-    """``(usable, description or reason)``, computed once per session."""
-    global _gpu_status
-    if _gpu_status is None:
-        try:
-            from buildtile.runtime import cuda_available
-
-            _gpu_status = cuda_available()
-        except Exception as exc:  # the check itself must never break collection
-            _gpu_status = (False, f"{type(exc).__name__}: {exc}")
-    return _gpu_status
-
-
-def pytest_collection_modifyitems(config, items):
-    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
-    if not gpu_items:
-        return
-    usable, reason = gpu_status()
-    if usable:
-        return
-    if os.environ.get("BUILDTILE_REQUIRE_GPU", "") not in ("", "0"):
-        raise pytest.UsageError(f"BUILDTILE_REQUIRE_GPU is set, but no CUDA GPU can be used: {reason}")
-    skip = pytest.mark.skip(reason=f"needs a CUDA GPU ({reason})")
-    for item in gpu_items:
-        item.add_marker(skip)
-
+# the GPU gate's hooks (skips without a GPU; BUILDTILE_REQUIRE_GPU turns every GPU skip into a failure)
+from gpu_gate import (  # noqa: F401 (hooks and the GPU check, found here by pytest and by tests)
+    gpu_status,
+    pytest_collection_modifyitems,
+    pytest_make_collect_report,
+    pytest_runtest_makereport,
+    pytest_terminal_summary,
+)
 
 # --------------------------------------------------------------------------- runtime fixtures
 

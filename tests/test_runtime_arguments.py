@@ -128,8 +128,11 @@ def test_broadcast_output_tensor_is_refused(ops, fake_gpu):
 
 def test_broadcast_input_tensor_is_accepted(ops, fake_gpu):
     row = fake_gpu.array((1, 16))
-    ops.matadd[1, 1](row.view(0, (16, 16), (0, 4)), fake_gpu.array((16, 16)), fake_gpu.array((16, 16)))
+    b, c = fake_gpu.array((16, 16)), fake_gpu.array((16, 16))
+    ops.matadd[1, 1](row.view(0, (16, 16), (0, 4)), b, c)
     assert len(fake_gpu.launches) == 1
+    # the zero stride reaches the kernel as is: every row of `a` reads the same 16 elements
+    assert values_of(fake_gpu, ops.matadd)[:5] == (row.ptr, 16, 16, 0, 1)
 
 
 def test_host_numpy_array_is_refused(ops, fake_gpu):

@@ -324,7 +324,9 @@ def test_min_compute_capability_is_checked_against_the_device(ops):
 
     arrays = [DeviceArray.empty(10) for _ in range(3)]
     if get_driver().device_properties(0)[1] >= (10, 0):
-        pytest.skip("this GPU satisfies sm_100")
+        from gpu_gate import not_this_hardware
+
+        not_this_hardware("this GPU satisfies sm_100")
     with pytest.raises(ContractError, match="compute capability 10.0"):
         ops.vecadd_blackwell[1](*arrays)
     with pytest.raises(ContractError, match="compute capability 10.0"):
@@ -345,18 +347,25 @@ def test_saxpy_scalar_parameter(ops):
 
 @pytest.mark.parametrize("n", [1, 255, 257, 1000003])
 def test_vecadd_on_torch_tensors_on_the_current_stream(ops, torch, n):
+    from stream_hold import TorchHold, launched_on
+
     a = torch.randn(n, device="cuda")
     b = torch.randn(n, device="cuda")
     c = torch.full((n,), float("nan"), device="cuda")
     stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):  # stream=None follows PyTorch's current stream
-        ops.vecadd[ops.vecadd.grid_for(n)](a, b, c)
-    stream.synchronize()
-    assert torch.equal(c, a + b)
+
+    def on_the_current_stream():
+        with torch.cuda.stream(stream):  # stream=None follows PyTorch's current stream
+            ops.vecadd[ops.vecadd.grid_for(n)](a, b, c)
+
+    written = launched_on(TorchHold(torch, stream), c, on_the_current_stream)
+    np.testing.assert_array_equal(written, (a + b).cpu().numpy())
 
 
 @pytest.mark.parametrize("kind", ["torch_stream", "cuda_stream_protocol", "raw_int"])
 def test_stream_argument_forms(ops, torch, kind):
+    from stream_hold import TorchHold, launched_on
+
     n = 70001
     a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     c = torch.full((n,), float("nan"), device="cuda")
@@ -366,10 +375,8 @@ def test_stream_argument_forms(ops, torch, kind):
         "cuda_stream_protocol": type("S", (), {"__cuda_stream__": lambda self: (0, stream.cuda_stream)})(),
         "raw_int": stream.cuda_stream,
     }[kind]
-    stream.wait_stream(torch.cuda.current_stream())
-    ops.saxpy[ops.saxpy.grid_for(n)](3.0, a, b, c, stream=given)
-    stream.synchronize()
-    assert torch.equal(c, 3.0 * a + b)
+    written = launched_on(TorchHold(torch, stream), c, lambda: ops.saxpy[ops.saxpy.grid_for(n)](3.0, a, b, c, stream=given))
+    np.testing.assert_array_equal(written, (3.0 * a + b).cpu().numpy())
 
 
 def test_matadd_on_strided_torch_tensors(ops, torch):
@@ -477,59 +484,77 @@ def test_launch_from_a_thread_without_a_current_context(ops, torch):
 # ----------------------------------------------------------------------------- CuPy
 
 def test_vecadd_on_cupy_arrays_on_cupy_stream(ops):
+    from stream_hold import CupyHold, launched_on
+
     cupy = pytest.importorskip("cupy")
     n = 257
     a = cupy.asarray(_rand(n, 7))
     b = cupy.asarray(_rand(n, 8))
     c = cupy.full(n, cupy.nan, dtype=cupy.float32)
-    with cupy.cuda.Stream(non_blocking=True) as stream:
-        ops.vecadd[ops.vecadd.grid_for(n)](a, b, c)
-        stream.synchronize()
-    cupy.testing.assert_array_equal(c, a + b)
+    stream = cupy.cuda.Stream(non_blocking=True)
+
+    def on_the_current_stream():
+        with stream:   # stream=None follows CuPy's current stream
+            ops.vecadd[ops.vecadd.grid_for(n)](a, b, c)
+
+    np.testing.assert_array_equal(launched_on(CupyHold(cupy, stream), c, on_the_current_stream), cupy.asnumpy(a + b))
     c2 = cupy.full(n, cupy.nan, dtype=cupy.float32)
     other = cupy.cuda.Stream(non_blocking=True)
-    ops.vecadd[ops.vecadd.grid_for(n)](a, b, c2, stream=other)
-    other.synchronize()
-    cupy.testing.assert_array_equal(c2, a + b)
+    written = launched_on(CupyHold(cupy, other), c2, lambda: ops.vecadd[ops.vecadd.grid_for(n)](a, b, c2, stream=other))
+    np.testing.assert_array_equal(written, cupy.asnumpy(a + b))
 
 
 # ----------------------------------------------------------------------------- overhead
 
 def test_launch_overhead_is_reported(ops, torch, capsys):
-    """Times the Python launch path against CuPy's RawKernel (reported, loosely bounded)."""
+    """Times the Python launch path against CuPy's RawKernel (reported, loosely bounded). Each timing
+    runs until the GPU has drained its launches, and each path's output is checked afterwards: its
+    last launch takes other inputs, so a path whose launches did not run, or not in order, cannot end
+    with a + b2."""
     n = 1024
-    a, b, c = (torch.randn(n, device="cuda") for _ in range(3))
+    a, b, b2 = (torch.randn(n, device="cuda") for _ in range(3))
+    c = torch.empty(n, device="cuda")
+    expected = (a + b2).cpu().numpy()
     launch = ops.vecadd.prepare(grid=ops.vecadd.grid_for(n))
     stream = torch.cuda.current_stream().cuda_stream
 
-    def per_launch(fn, count=20000):
+    def per_launch(fn, label, out=(lambda: c.fill_(float("nan")), lambda: c.cpu().numpy()), count=20000):
+        poison, read = out
         for _ in range(200):
-            fn()
+            fn(b)
+        torch.cuda.synchronize()
+        poison()
         torch.cuda.synchronize()
         start = time.perf_counter()
-        for _ in range(count):
-            fn()
+        for _ in range(count - 1):
+            fn(b)
+        fn(b2)
+        torch.cuda.synchronize()               # drained: the time covers running the launches too
         elapsed = time.perf_counter() - start
-        torch.cuda.synchronize()
+        np.testing.assert_array_equal(read(), expected, err_msg=label)
         return elapsed / count * 1e6
 
     results = {
-        "prepared, stream=int": per_launch(lambda: launch(a, b, c, stream=stream)),
-        "prepared, stream=None": per_launch(lambda: launch(a, b, c)),
-        "kernel[grid]": per_launch(lambda: ops.vecadd[4](a, b, c)),
+        "prepared, stream=int": per_launch(lambda y: launch(a, y, c, stream=stream), "prepared, stream=int"),
+        "prepared, stream=None": per_launch(lambda y: launch(a, y, c), "prepared, stream=None"),
+        "kernel[grid]": per_launch(lambda y: ops.vecadd[4](a, y, c), "kernel[grid]"),
     }
     try:
         import cupy
-
-        ca, cb, cc = (cupy.asarray(_rand(n, k)) for k in range(3))
+    except ImportError:
+        cupy = None
+    if cupy is not None:
+        ca, cb, cb2 = (cupy.asarray(t.cpu().numpy()) for t in (a, b, b2))
+        cc = cupy.empty(n, dtype=cupy.float32)
+        cupy_out = (lambda: cc.fill(float("nan")), cc.get)
+        second = {id(b): cb, id(b2): cb2}
         cubin = ops.vecadd.package.artifact_dir / ops.vecadd.record["artifacts"][_device_arch()]["path"]
         raw = cupy.RawModule(path=str(cubin)).get_function(ops.vecadd.record["symbol"])
         length = np.int64(n)
-        results["cupy RawKernel"] = per_launch(lambda: raw((4,), (256,), (ca, length, cb, length, cc, length)))
+        results["cupy RawKernel"] = per_launch(
+            lambda y: raw((4,), (256,), (ca, length, second[id(y)], length, cc, length)), "cupy RawKernel", cupy_out)
         la = ops.vecadd.prepare(grid=4)
-        results["prepared, cupy arrays"] = per_launch(lambda: la(ca, cb, cc))
-    except ImportError:
-        pass
+        results["prepared, cupy arrays"] = per_launch(lambda y: la(ca, second[id(y)], cc), "prepared, cupy arrays", cupy_out)
     with capsys.disabled():
-        print("\nlaunch overhead (us per launch): " + ", ".join(f"{k}: {v:.2f}" for k, v in results.items()))
+        print("\nlaunch overhead (us per launch, drained): " + ", ".join(f"{k}: {v:.2f}" for k, v in results.items()))
     assert results["prepared, stream=int"] < 100

@@ -147,7 +147,10 @@ def test_index_2d_kernel_needs_z_equal_1(ops, fake_gpu):
 
 
 def test_kernel_without_index_writes_takes_any_grid(ops, fake_gpu):
-    ops.histogram.prepare(grid=(4, 4, 4))
+    launch = ops.histogram.prepare(grid=(4, 4, 4))
+    assert launch.grid == (4, 4, 4)
+    launch(fake_gpu.array(10, "u32"), fake_gpu.array(4, "u32"))
+    assert fake_gpu.launches[-1].grid == (4, 4, 4)
 
 
 @pytest.mark.parametrize("grid, why", [

@@ -6,6 +6,7 @@ real GPU are in tests/gpu/test_tile_runtime.py.
 
 from __future__ import annotations
 
+import gc
 import struct
 import warnings
 
@@ -489,7 +490,24 @@ def test_tile_out_crosses_the_abi_like_a_tensor():
                                                  ("z.stride0", "i64"), ("z.stride1", "i64")]
 
 
+def dropped_launch_warnings(make_launches) -> list[str]:
+    """The dropped-launch warnings raised while ``make_launches`` runs and its garbage is collected.
+
+    They are raised from ``__del__``, where an error filter cannot turn them into exceptions (the
+    finaliser swallows them), so they are recorded instead."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        make_launches()
+        gc.collect()
+    return [str(w.message) for w in seen if "dropped without being enqueued" in str(w.message)]
+
+
 def test_no_warning_for_launches_that_were_enqueued(tiles, fake_gpu):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    def enqueued():
         tiles.add(*vectors(fake_gpu)[:2], partition(fake_gpu.array(1000), [128])).sync_on(0)
+
+    def dropped():
+        tiles.add(*vectors(fake_gpu)[:2], partition(fake_gpu.array(1000), [128]))
+
+    assert dropped_launch_warnings(enqueued) == []
+    assert len(dropped_launch_warnings(dropped)) == 1   # the recorder does see the warning

@@ -12,13 +12,31 @@ status=0
 "$python" -m pip install -q --no-deps --no-build-isolation ./example_project || exit 1
 "$python" -m pip install -q --no-deps --no-build-isolation ./example_project_mixed || status=1
 "$python" -m example_kernels || status=1
-"$python" -m pytest -q -m gpu -rs tests/gpu tests/test_runtime_gpu_ptx.py "$@" || status=1
+# BUILDTILE_REQUIRE_GPU=1: a GPU test that does not run fails (tests/gpu_gate.py); the gate's last
+# line counts those that ran, and a run in which none did is a failure too
+log="$(mktemp)"
+"$python" -m pytest -q -m gpu -rs tests/gpu tests/test_runtime_gpu_ptx.py "$@" 2>&1 | tee "$log" || status=1
+ran="$(sed -n 's/^GPU tests: \([0-9]*\) ran.*/\1/p' "$log" | tail -n 1)"
+echo "GPU tests that ran: ${ran:-0}"
+[ "${ran:-0}" -gt 0 ] || status=1
 for bench in benchmarks/bench_*.py; do "$python" "$bench" || status=1; done
-# C++ launch overhead against raw cuLaunchKernel, on this GPU's vecadd cubin
+# C++ launch overhead against raw cuLaunchKernel, on this GPU's vecadd cubin; its path and its
+# coarsening factor are read from the installed manifest
 cmake_dir="$("$python" -m example_kernels --cmake-dir)" || exit 1
-sm="$("$python" -c 'import torch; print("sm_%d%d" % torch.cuda.get_device_capability())')"
-cubin="$(dirname "$cmake_dir")/kernels/example_kernels_ops__vecadd.$sm.cubin"
+read -r cubin coarsen < <("$python" - "$cmake_dir" <<'PY'
+import json, sys
+from pathlib import Path
+
+import torch
+
+root = Path(sys.argv[1]).parent
+manifest = json.loads((root / "manifest.json").read_text())
+(vecadd,) = [k for k in manifest["kernels"] if k["module"] == "example_kernels.ops" and k["name"] == "vecadd"]
+sm = "sm_%d%d" % torch.cuda.get_device_capability()
+print(root / vecadd["artifacts"][sm]["path"], vecadd["contract"].get("coarsen") or 1)
+PY
+) || exit 1
 build="$(mktemp -d)"
 cmake -S benchmarks/cpp_launch -B "$build" -Dexample_kernels_DIR="$cmake_dir" > "$build/configure.log" &&
-    cmake --build "$build" > "$build/build.log" && "$build/launch_overhead" "$cubin" || status=1
+    cmake --build "$build" > "$build/build.log" && "$build/launch_overhead" "$cubin" "$coarsen" || status=1
 exit "$status"

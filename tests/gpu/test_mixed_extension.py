@@ -151,6 +151,7 @@ def test_cpp_and_python_hosts_agree_bit_for_bit(torch, mixed):
     mixed.saxpy(1.25, dx, dy, from_cpp)
     kernels.saxpy[kernels.saxpy.grid_for(n)](np.float32(1.25), dx, dy, from_python)
     np.testing.assert_array_equal(_host(torch, from_cpp), _host(torch, from_python))
+    _close_to(_host(torch, from_cpp), np.float64(np.float32(1.25)) * x, y)   # and both are saxpy
 
 
 # ----------------------------------------------------------------------------- refusals

@@ -237,16 +237,21 @@ def test_refused_launches_move_nothing_and_queue_nothing(tiles, torch):
 
 
 def test_default_stream_follows_torch(tiles, torch):
+    from stream_hold import TorchHold, launched_on
+
     from buildtile.runtime.tile_partition import partition
 
     n = 70_001
     a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     c = torch.full((n,), float("nan"), device="cuda")
     stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        tiles.add(a, b, partition(c, [128])).launch()  # stream=None: PyTorch's current stream
-    stream.synchronize()
-    assert torch.equal(c, a + b)
+
+    def on_the_current_stream():
+        with torch.cuda.stream(stream):
+            tiles.add(a, b, partition(c, [128])).launch()  # stream=None: PyTorch's current stream
+
+    written = launched_on(TorchHold(torch, stream), c, on_the_current_stream)
+    np.testing.assert_array_equal(written, (a + b).cpu().numpy())
 
 
 # ----------------------------------------------------------------------------- the C shim
