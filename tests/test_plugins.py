@@ -14,7 +14,7 @@ from buildtile.config import load_project
 
 TOY_PLUGIN = '''
 from buildtile import hookimpl
-from buildtile.backend import AnalyzedKernel, Backend
+from buildtile.backend import AnalyzedKernel, Backend, BackendImpl, CompileEntry
 
 PTX = """
 .version 8.0
@@ -27,15 +27,18 @@ PTX = """
 """
 
 
-class ToyImpl:
+class ToyImpl(BackendImpl):
     def analyze(self, source, options):
         symbol = "toy_" + source.name
         return AnalyzedKernel(source=source, symbol=symbol, params=[], contract={"block": None,
                               "index_dims": 0, "min_blocks": None, "dynamic_shared": 0,
                               "min_compute_capability": None, "requires": []}, ir=None)
 
-    def to_ptx(self, kernel, target, options):
-        return PTX.format(target=target, symbol=kernel.symbol)
+    def entries(self, kernel, options):
+        return [CompileEntry(kernel.symbol, llvm_ir=None)]   # no LLVM IR: PTX of its own
+
+    def ptx(self, kernel, entry, target, options):
+        return PTX.format(target=target, symbol=entry.symbol)
 
 
 @hookimpl
