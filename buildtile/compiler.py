@@ -35,7 +35,7 @@ from buildtile.jobs import Job, Progress, run_jobs
 from buildtile.plugins import backends as registered_backends
 from buildtile.plugins import emitters as registered_emitters
 from buildtile.plugins import plugin_manager
-from buildtile.stages import stage_file, stage_text
+from buildtile.stages import STAGES_DIR, stage_file, stage_text
 from buildtile.toolchain.nvjitlink import nvjitlink_version
 from buildtile.toolchain.ptx import llvm_to_ptx, target_arch
 
@@ -86,24 +86,16 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
         jobs = _plan_jobs(project, builds, targets, options)
         run_jobs([j for js in jobs.values() for j in js], KernelCache(resolve_cache_dir(settings.cache_dir)),
                  options.opt_level, settings.jobs, Progress(log))
-        records = [_record(project, b, jobs, targets, staging, pm) for b in builds]
         manifest = {
             "manifest_version": manifest_io.MANIFEST_VERSION, "abi_version": ABI_VERSION,
             "package": project.package, "package_version": project.version, "buildtile_version": __version__,
             "targets": targets, "ptx_target": targets[0] if settings.ptx else None, "checks": settings.checks,
-            "kernels": records,
+            "kernels": [_record(project, b, jobs, targets, staging, pm) for b in builds],
         }
         (staging / manifest_io.MANIFEST_NAME).write_text(manifest_io.dumps(manifest))
         if emit:
             _write_stages(Path(out_dir), builds, jobs, emit)
-
-        cmake_dirs = []
-        scratch = Path(out_dir) / "scratch"
-        for emitter in registered_emitters(pm):
-            if emitter.enabled(settings):
-                result = emitter.emit(manifest, staging, scratch / emitter.name, settings)
-                if result.cmake_source_dir is not None:
-                    cmake_dirs.append(str(result.cmake_source_dir))
+        cmake_dirs = _run_emitters(pm, manifest, staging, Path(out_dir) / "scratch", settings)
         if package_out.exists():
             shutil.rmtree(package_out)
         package_out.parent.mkdir(parents=True, exist_ok=True)
@@ -247,16 +239,28 @@ def _record(project: Project, build: KernelBuild, jobs: dict[str, list[Job]], ta
 def _write_stages(build_dir: Path, builds: list[KernelBuild], jobs: dict[str, list[Job]],
                   stages: tuple[Stage, ...]) -> None:
     """Each entry's text of each stage asked for, the PTX as the jobs made it."""
-    shutil.rmtree(build_dir / "stages", ignore_errors=True)
+    shutil.rmtree(build_dir / STAGES_DIR, ignore_errors=True)
     for b in builds:
         for entry in b.entries:
+            ptx_of = {job.target: job.ptx for job in jobs[entry.symbol]}
             for stage in stages:
-                for job in jobs[entry.symbol] if stage.per_target else jobs[entry.symbol][:1]:
-                    text = stage_text(b.backend.impl, b.kernel, entry, stage, lambda job=job: job.ptx)
+                for target in ptx_of if stage.per_target else [None]:
+                    text = stage_text(b.backend.impl, b.kernel, entry, stage, lambda t=target: ptx_of[t])
                     if text is not None:
-                        path = stage_file(build_dir, b.kernel, entry, stage, job.target)
+                        path = stage_file(build_dir, b.kernel, entry, stage, target)
                         path.parent.mkdir(parents=True, exist_ok=True)
                         path.write_text(text)
+
+
+def _run_emitters(pm, manifest: dict, package_out: Path, scratch: Path, settings) -> list[str]:
+    """Every enabled emitter's interop files; returns the CMake projects they want built."""
+    cmake_dirs = []
+    for emitter in registered_emitters(pm):
+        if emitter.enabled(settings):
+            result = emitter.emit(manifest, package_out, scratch / emitter.name, settings)
+            if result.cmake_source_dir is not None:
+                cmake_dirs.append(str(result.cmake_source_dir))
+    return cmake_dirs
 
 
 def _write(root: Path, rel: str, data: bytes, kind: str) -> dict:
