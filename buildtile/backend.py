@@ -1,5 +1,19 @@
 """What a plugin registers: backends (compile one kernel kind) and emitters.
 
+A backend contributes these stages; the build driver runs them in this order
+and knows a backend through nothing else:
+
+1. ``analyze``: kernel source -> :class:`AnalyzedKernel` (manifest params and
+   contract; every build-time check has run).
+2. ``entries``: analysed kernel -> its :class:`CompileEntry` list, one per PTX
+   entry point (one per tile specialisation for tile kernels), each with its
+   LLVM IR and its part of the manifest record.
+3. ``check_target``: one entry and one target -> diagnostics; where a backend
+   refuses a target (``tile.mma`` needs sm_80) with a located diagnostic.
+4. PTX: the driver's common LLVM IR -> PTX, or the backend's ``ptx`` for
+   entries that come without LLVM IR.
+5. cubin: the driver (nvJitLink).
+
 Plain dataclasses over plain data, so a third-party backend needs nothing
 from buildtile's internals but these types.
 """
@@ -7,9 +21,13 @@ from buildtile's internals but these types.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
+
+from buildtile.diagnostics import Diagnostic
+from buildtile.errors import BuildtileError
 
 
 @dataclass(frozen=True)
@@ -36,22 +54,91 @@ class CompileOptions:
 
 @dataclass
 class AnalyzedKernel:
-    """A kernel that passed every build-time check, ready to lower per target."""
+    """A kernel that passed every build-time check, ready to lower per target.
+
+    Every field but ``ir`` is read by the driver and ends up in the manifest
+    record; ``ir`` belongs to the backend alone.
+    """
 
     source: KernelSource
-    symbol: str                   # PTX entry name
+    symbol: str                   # PTX entry name (a tile kernel's: its first specialisation's)
     params: list[dict]            # manifest parameter records
     contract: dict                # manifest contract record
     ir: Any                       # the backend's own checked IR
-    extra: dict = field(default_factory=dict)
+    #: debug builds: every checked read, numbered as the kernel reports them (manifest ``bounds_sites``)
+    bounds_sites: list[dict] | None = None
+    #: tile kernels: the Out parameter whose tiles make the grid (manifest ``tile.grid_param``);
+    #: a kernel that has one gets a ``tile`` record with one specialisation per entry
+    grid_param: str | None = None
 
 
-class BackendImpl(Protocol):
+@dataclass(frozen=True)
+class CompileEntry:
+    """One PTX entry point of a kernel, compiled for every target."""
+
+    symbol: str                   # PTX entry name
+    llvm_ir: str | None           # the same for every target; None: the backend's ``ptx`` writes the PTX
+    #: names the entry among its kernel's (stage folders, progress lines); "" for a kernel's only entry
+    label: str = ""
+    #: a tile specialisation's manifest record, less its ``artifacts``; None for a kernel's only entry
+    specialization: dict | None = None
+
+
+class BackendImpl(ABC):
+    """The stages one kernel kind contributes, in the order the driver calls them.
+
+    Subclass it; the driver calls these methods and nothing else.
+    """
+
+    @abstractmethod
     def analyze(self, source: KernelSource, options: CompileOptions) -> AnalyzedKernel:
-        """Type-check and run ownership checks; raise CompileError with diagnostics."""
+        """Type-check and run ownership checks; raise ``CompileError`` with every diagnostic."""
 
-    def to_ptx(self, kernel: AnalyzedKernel, target: str, options: CompileOptions) -> str:
-        """Lower a checked kernel to PTX text for one ``sm_XX`` target."""
+    @abstractmethod
+    def entries(self, kernel: AnalyzedKernel, options: CompileOptions) -> list[CompileEntry]:
+        """Every PTX entry point of an analysed kernel, with its LLVM IR, in manifest order.
+
+        The first entry's symbol is ``kernel.symbol``.
+        """
+
+    def check_target(self, kernel: AnalyzedKernel, entry: CompileEntry, target: str,
+                     options: CompileOptions) -> list[Diagnostic]:
+        """Why ``entry`` cannot be built for ``target`` (``sm_XX``), as located diagnostics.
+
+        Called for every target of the project, before anything is compiled;
+        the default refuses none.
+        """
+        return []
+
+    def ptx(self, kernel: AnalyzedKernel, entry: CompileEntry, target: str, options: CompileOptions) -> str:
+        """PTX of an entry that has no LLVM IR; entries with LLVM IR get the driver's.
+
+        Only a backend whose entries come without LLVM IR overrides it.
+        """
+        raise BuildtileError(f"kernel `{kernel.source.module}.{kernel.source.name}` has an entry `{entry.symbol}` "
+                             f"without LLVM IR, and its backend `{kernel.source.kind}` writes no PTX of its own",
+                             code="BT0030", help="the backend's `entries` gives LLVM IR, or it overrides `ptx`")
+
+    def typed_ir(self, kernel: AnalyzedKernel, entry: CompileEntry) -> str | None:
+        """A readable text of the entry's typed IR (``--emit typed-ir``); None: the backend shows none."""
+        return None
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage whose text ``buildtile build --emit`` writes and ``buildtile inspect --stage`` prints."""
+
+    name: str                     # as the command line spells it
+    per_target: bool              # one text per target, or one for every target
+    what: str
+
+
+#: the stages a build can show, in pipeline order
+STAGES: tuple[Stage, ...] = (
+    Stage("typed-ir", False, "the backend's typed IR of each entry"),
+    Stage("llvm", False, "LLVM IR, the same for every target"),
+    Stage("ptx", True, "PTX for one target"),
+)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``buildtile check``: every build-time check, no code generation."""
+"""``buildtile check``: every build-time check, no PTX."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from buildtile.plugins import backends as registered_backends
 
 def check_file(path: str | Path, display_root: str | Path | None = None,
                module: str | None = None) -> tuple[int, list[Diagnostic]]:
-    """Check every kernel in one source file; returns (kernels found, diagnostics)."""
+    """Check every kernel in one source file; returns (kernels found, diagnostics).
+
+    A lone file names no targets, so the per-target checks of a project build do not run."""
     path = Path(path).resolve()
     root = Path(display_root).resolve() if display_root else path.parent
     backends = registered_backends()
@@ -31,20 +33,17 @@ def check_file(path: str | Path, display_root: str | Path | None = None,
 
 
 def check_project(root: str | Path) -> tuple[int, list[Diagnostic]]:
-    """Check every kernel module listed in a project's ``[tool.buildtile]``."""
-    from buildtile.compiler import discover
+    """Check every kernel module listed in a project's ``[tool.buildtile]``, and, once every
+    kernel checks clean, each backend's refusals of the project's targets (as a build does)."""
+    from buildtile.compiler import analyze, check_targets, compile_entries, discover, project_targets
     from buildtile.config import load_project
 
     project = load_project(root)
+    options = CompileOptions(opt_level=project.settings.opt_level, checks=project.settings.checks)
+    sources: list = []
     try:
         sources = discover(project)
+        check_targets(compile_entries(analyze(sources, options), options), project_targets(project), options)
     except CompileError as err:
-        return 0, err.diagnostics
-    backends = registered_backends()
-    diags: list[Diagnostic] = []
-    for src in sources:
-        try:
-            backends[src.kind].impl.analyze(src, CompileOptions(checks=project.settings.checks))
-        except CompileError as err:
-            diags.extend(err.diagnostics)
-    return len(sources), unique(diags)
+        return len(sources), unique(err.diagnostics)
+    return len(sources), []

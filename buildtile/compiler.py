@@ -1,7 +1,12 @@
-"""The build driver: discover -> analyze -> (kernel x target) PTX and cubin -> manifest -> emitters.
+"""The build driver, top to bottom:
 
-Backends contribute the stages up to PTX; the driver owns what is common:
-nvJitLink, artifact files, the manifest and the plugin lifecycle hooks.
+    discover -> analyze -> entries -> per-target checks -> jobs (PTX + cubin, cached)
+             -> manifest -> emitters
+
+Backends contribute the stages up to LLVM IR (or PTX) through
+:class:`buildtile.backend.BackendImpl`; the driver owns what is common:
+LLVM IR -> PTX, nvJitLink, the cache, artifact files, the manifest and the
+plugin lifecycle hooks.
 """
 
 from __future__ import annotations
@@ -11,25 +16,28 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
+import llvmlite.binding as llvm
+
 from buildtile import __version__
-from buildtile.backend import AnalyzedKernel, CompileOptions, KernelSource
+from buildtile.backend import AnalyzedKernel, Backend, CompileEntry, CompileOptions, KernelSource, Stage
+from buildtile.cache import KernelCache, cache_key, resolve_cache_dir
 from buildtile.config import Project
+from buildtile.diagnostics import unique
 from buildtile.discovery import find_kernels, resolve_modules
 from buildtile.errors import CompileError, ConfigError
 from buildtile.interop import manifest as manifest_io
 from buildtile.interop.abi import ABI_VERSION
+from buildtile.jobs import Job, Progress, run_jobs
 from buildtile.plugins import backends as registered_backends
 from buildtile.plugins import emitters as registered_emitters
 from buildtile.plugins import plugin_manager
-import llvmlite.binding as llvm
-
-from buildtile.cache import KernelCache, cache_key, resolve_cache_dir
-from buildtile.jobs import Job, Progress, run_jobs
+from buildtile.stages import STAGES_DIR, stage_file, stage_text
 from buildtile.toolchain.nvjitlink import nvjitlink_version
-from buildtile.toolchain.ptx import target_arch
+from buildtile.toolchain.ptx import llvm_to_ptx, target_arch
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,70 @@ class Artifact:
     kind: str            # "cubin" or "ptx"
     data: bytes
     seconds: float       # time to produce it (lowering + PTX + link)
+
+
+@dataclass(frozen=True)
+class KernelBuild:
+    """An analysed kernel with its backend and compiled entries."""
+
+    kernel: AnalyzedKernel
+    backend: Backend
+    entries: list[CompileEntry]
+
+
+def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], None] = print,
+                    emit: tuple[Stage, ...] = ()) -> dict:
+    """Compile every kernel of ``project`` into ``out_dir/<package>/_buildtile``.
+
+    ``emit`` names stages whose text goes to ``out_dir/stages`` (see
+    :mod:`buildtile.stages`). Returns the manifest, plus two keys that are
+    not written to the file: ``_cmake_source_dirs`` (CMake projects the
+    emitters want built) and ``_timings`` (seconds per kernel per target).
+    """
+    settings = project.settings
+    targets = project_targets(project)
+    pm = plugin_manager()
+    options = CompileOptions(opt_level=settings.opt_level, checks=settings.checks)
+
+    pm.hook.buildtile_before_discovery(project=project)
+    sources = discover(project)
+    pm.hook.buildtile_after_discovery(project=project, kernels=sources)
+    builds = compile_entries(analyze(sources, options), options)
+    check_targets(builds, targets, options)
+
+    package_out = Path(out_dir) / project.package / manifest_io.MANIFEST_DIR
+    # build into a fresh folder and swap it in at the end: a failed build leaves no half-written tree
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".buildtile-", dir=Path(out_dir)))
+    try:
+        jobs = _plan_jobs(project, builds, targets, options)
+        run_jobs([j for js in jobs.values() for j in js], KernelCache(resolve_cache_dir(settings.cache_dir)),
+                 options.opt_level, settings.jobs, Progress(log))
+        manifest = {
+            "manifest_version": manifest_io.MANIFEST_VERSION, "abi_version": ABI_VERSION,
+            "package": project.package, "package_version": project.version, "buildtile_version": __version__,
+            "targets": targets, "ptx_target": targets[0] if settings.ptx else None, "checks": settings.checks,
+            "kernels": [_record(project, b, jobs, targets, staging, pm) for b in builds],
+        }
+        (staging / manifest_io.MANIFEST_NAME).write_text(manifest_io.dumps(manifest))
+        if emit:
+            _write_stages(Path(out_dir), builds, jobs, emit)
+        cmake_dirs = _run_emitters(pm, manifest, staging, Path(out_dir) / "scratch", settings)
+        if package_out.exists():
+            shutil.rmtree(package_out)
+        package_out.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staging, package_out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    pm.hook.buildtile_after_package(project=project, manifest=manifest, out_dir=package_out)
+    timings = {(symbol, job.target): job.seconds for symbol, js in jobs.items() for job in js}
+    return {**manifest, "_cmake_source_dirs": cmake_dirs, "_timings": timings}
+
+
+def project_targets(project: Project) -> list[str]:
+    """The project's targets, oldest first (the first is the one PTX is shipped for)."""
+    return sorted(project.settings.targets, key=target_arch)
 
 
 def discover(project: Project) -> list[KernelSource]:
@@ -68,84 +140,23 @@ def analyze(sources: list[KernelSource], options: CompileOptions) -> list[Analyz
     return analyzed
 
 
-def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], None] = print) -> dict:
-    """Compile every kernel of ``project`` into ``out_dir/<package>/_buildtile``.
+def compile_entries(kernels: list[AnalyzedKernel], options: CompileOptions) -> list[KernelBuild]:
+    """Each kernel's compiled entries (one, or one per tile specialization), with their LLVM IR."""
+    backends = registered_backends()
+    builds = []
+    for k in kernels:
+        backend = backends[k.source.kind]
+        builds.append(KernelBuild(k, backend, backend.impl.entries(k, options)))
+    return builds
 
-    Returns the manifest, plus two keys that are not written to the file:
-    ``_cmake_source_dirs`` (CMake projects the emitters want built) and
-    ``_timings`` (seconds per kernel per target).
-    """
-    settings = project.settings
-    for t in settings.targets:
-        target_arch(t)
-    pm = plugin_manager()
-    backends = registered_backends(pm)
-    options = CompileOptions(opt_level=settings.opt_level, checks=settings.checks)
 
-    pm.hook.buildtile_before_discovery(project=project)
-    sources = discover(project)
-    pm.hook.buildtile_after_discovery(project=project, kernels=sources)
-    kernels = analyze(sources, options)
-
-    targets = sorted(settings.targets, key=lambda t: target_arch(t))
-    ptx_target = targets[0] if settings.ptx else None
-    package_out = Path(out_dir) / project.package / manifest_io.MANIFEST_DIR
-    # build into a fresh folder and swap it in at the end: a failed build leaves no half-written tree
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".buildtile-", dir=Path(out_dir)))
-    try:
-        jobs = _plan_jobs(project, kernels, targets, options, backends)
-        run_jobs([j for js in jobs.values() for j in js], KernelCache(resolve_cache_dir(settings.cache_dir)),
-                 options.opt_level, settings.jobs, Progress(log))
-        records, timings = [], {}
-        for k in kernels:
-            impl = backends[k.source.kind].impl
-            artifacts_of: dict[str, dict] = {}
-            for symbol, _ in compile_entries(impl, k):
-                artifacts = artifacts_of[symbol] = {}
-                for job in jobs[symbol]:
-                    target = job.target
-                    timings[(symbol, target)] = job.seconds
-                    artifacts[target] = _write(staging, f"kernels/{symbol}.{target}.cubin", job.cubin, "cubin")
-                    if settings.ptx and target == kernel_targets(k, targets)[0]:
-                        # the lowest target it is built for: PTX the driver can JIT on newer GPUs
-                        artifacts["ptx"] = {**_write(staging, f"kernels/{symbol}.{target}.ptx", job.ptx.encode(),
-                                                     "ptx"), "target": target}
-                    pm.hook.buildtile_after_compile(project=project, kernel=k, target=target,
-                                                    artifact=Artifact(k.source.name, target, "cubin", job.cubin,
-                                                                      job.seconds))
-            record = {
-                "name": k.source.name, "module": k.source.module, "symbol": k.symbol, "kind": k.source.kind,
-                "source": {"file": k.source.display_file, "line": k.source.node.lineno},
-                "params": k.params, "contract": k.contract, "artifacts": artifacts_of[k.symbol],
-                **({"bounds_sites": k.extra["bounds_sites"]} if "bounds_sites" in k.extra else {}),
-            }
-            if hasattr(impl, "tile_record"):   # one compiled entry per tile shape
-                record["tile"] = impl.tile_record(k, artifacts_of)
-            records.append(record)
-        manifest = {
-            "manifest_version": manifest_io.MANIFEST_VERSION, "abi_version": ABI_VERSION,
-            "package": project.package, "package_version": project.version, "buildtile_version": __version__,
-            "targets": targets, "ptx_target": ptx_target, "checks": settings.checks, "kernels": records,
-        }
-        (staging / manifest_io.MANIFEST_NAME).write_text(manifest_io.dumps(manifest))
-
-        cmake_dirs = []
-        scratch = Path(out_dir) / "scratch"
-        for emitter in registered_emitters(pm):
-            if emitter.enabled(settings):
-                result = emitter.emit(manifest, staging, scratch / emitter.name, settings)
-                if result.cmake_source_dir is not None:
-                    cmake_dirs.append(str(result.cmake_source_dir))
-        if package_out.exists():
-            shutil.rmtree(package_out)
-        package_out.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staging, package_out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    pm.hook.buildtile_after_package(project=project, manifest=manifest, out_dir=package_out)
-    return {**manifest, "_cmake_source_dirs": cmake_dirs, "_timings": timings}
+def check_targets(builds: list[KernelBuild], targets: list[str], options: CompileOptions) -> None:
+    """Every backend's per-target refusals, for every entry and every target of the project,
+    before anything is compiled; all of them are reported together."""
+    diags = [d for b in builds for entry in b.entries for target in targets
+             for d in b.backend.impl.check_target(b.kernel, entry, target, options)]
+    if diags:
+        raise CompileError(unique(diags))
 
 
 def kernel_targets(kernel: AnalyzedKernel, targets: list[str]) -> list[str]:
@@ -161,38 +172,95 @@ def kernel_targets(kernel: AnalyzedKernel, targets: list[str]) -> list[str]:
     return allowed
 
 
-def _plan_jobs(project: Project, kernels: list[AnalyzedKernel], targets: list[str], options: CompileOptions,
-               backends: dict) -> dict[str, list[Job]]:
-    """One job per kernel and target, keyed by the content that decides its bytes."""
+def entry_ptx(build: KernelBuild, entry: CompileEntry, target: str, options: CompileOptions) -> str:
+    """An entry's PTX for one target, outside a build (``buildtile inspect --stage ptx``):
+    the driver's from its LLVM IR, or the backend's for an entry without."""
+    if entry.llvm_ir is None:
+        return build.backend.impl.ptx(build.kernel, entry, target, options)
+    return llvm_to_ptx(entry.llvm_ir, target, options.opt_level)
+
+
+def _plan_jobs(project: Project, builds: list[KernelBuild], targets: list[str],
+               options: CompileOptions) -> dict[str, list[Job]]:
+    """One job per entry and target, keyed by the content that decides its bytes."""
     pm = plugin_manager()
     toolchain = f"llvm {'.'.join(map(str, llvm.llvm_version_info))}; nvjitlink {'.'.join(map(str, nvjitlink_version()))}"
     plan: dict[str, list[Job]] = {}
-    for k in kernels:
-        backend = backends[k.source.kind]
-        lower = getattr(backend.impl, "llvm_ir", None)
-        for symbol, spec in compile_entries(backend.impl, k):
-            extra = {"specialization": spec} if spec is not None else {}
-            llvm_ir = lower(k, options, **extra) if lower is not None else None
+    for b in builds:
+        k = b.kernel
+        for entry in b.entries:
             # without LLVM IR, the kernel's whole module source stands in for its content
-            content = llvm_ir if llvm_ir is not None else "\n".join(k.source.lines) + symbol
-            label = f"{k.source.module}.{k.source.name}" + (f" {spec.tile_shapes}" if spec is not None else "")
+            content = entry.llvm_ir if entry.llvm_ir is not None else "\n".join(k.source.lines) + entry.symbol
+            label = f"{k.source.module}.{k.source.name}" + (f" {entry.label}" if entry.label else "")
             for target in kernel_targets(k, targets):
                 pm.hook.buildtile_before_compile(project=project, kernel=k, target=target)
-                key = cache_key(__version__, backend.kind, backend.version, toolchain, target,
+                key = cache_key(__version__, b.backend.kind, b.backend.version, toolchain, target,
                                 str(options.opt_level), options.checks, content)
                 make_ptx = None
-                if llvm_ir is None:
-                    make_ptx = lambda impl=backend.impl, k=k, t=target, e=extra: impl.to_ptx(k, t, options, **e)  # noqa: E731
-                plan.setdefault(symbol, []).append(Job(f"{label} -> {target}", target, key, llvm_ir, make_ptx))
+                if entry.llvm_ir is None:
+                    make_ptx = partial(b.backend.impl.ptx, k, entry, target, options)
+                plan.setdefault(entry.symbol, []).append(
+                    Job(f"{label} -> {target}", target, key, entry.llvm_ir, make_ptx))
     return plan
 
 
-def compile_entries(impl, kernel: AnalyzedKernel) -> list[tuple[str, object]]:
-    """(PTX entry name, specialization) of each compiled entry of a kernel: one, or
-    one per specialization for backends that have them (tile shapes)."""
-    if hasattr(impl, "specializations"):
-        return [(spec.symbol, spec) for spec in impl.specializations(kernel)]
-    return [(kernel.symbol, None)]
+def _record(project: Project, build: KernelBuild, jobs: dict[str, list[Job]], targets: list[str],
+            staging: Path, pm) -> dict:
+    """A kernel's manifest record, its artifacts written under ``staging``."""
+    k = build.kernel
+    ptx_target = kernel_targets(k, targets)[0] if project.settings.ptx else None
+    artifacts_of: dict[str, dict] = {}
+    for entry in build.entries:
+        artifacts = artifacts_of[entry.symbol] = {}
+        for job in jobs[entry.symbol]:
+            artifacts[job.target] = _write(staging, f"kernels/{entry.symbol}.{job.target}.cubin", job.cubin, "cubin")
+            if job.target == ptx_target:
+                # the lowest target it is built for: PTX the driver can JIT on newer GPUs
+                artifacts["ptx"] = {**_write(staging, f"kernels/{entry.symbol}.{job.target}.ptx", job.ptx.encode(),
+                                             "ptx"), "target": job.target}
+            pm.hook.buildtile_after_compile(project=project, kernel=k, target=job.target,
+                                            artifact=Artifact(k.source.name, job.target, "cubin", job.cubin,
+                                                              job.seconds))
+    record = {
+        "name": k.source.name, "module": k.source.module, "symbol": k.symbol, "kind": k.source.kind,
+        "source": {"file": k.source.display_file, "line": k.source.node.lineno},
+        "params": k.params, "contract": k.contract, "artifacts": artifacts_of[k.symbol],
+    }
+    if k.bounds_sites is not None:
+        record["bounds_sites"] = k.bounds_sites
+    if k.grid_param is not None:   # one compiled entry per tile shape
+        record["tile"] = {
+            "grid_param": k.grid_param,
+            "specializations": [{**e.specialization, "artifacts": artifacts_of[e.symbol]} for e in build.entries],
+        }
+    return record
+
+
+def _write_stages(build_dir: Path, builds: list[KernelBuild], jobs: dict[str, list[Job]],
+                  stages: tuple[Stage, ...]) -> None:
+    """Each entry's text of each stage asked for, the PTX as the jobs made it."""
+    shutil.rmtree(build_dir / STAGES_DIR, ignore_errors=True)
+    for b in builds:
+        for entry in b.entries:
+            ptx_of = {job.target: job.ptx for job in jobs[entry.symbol]}
+            for stage in stages:
+                for target in ptx_of if stage.per_target else [None]:
+                    text = stage_text(b.backend.impl, b.kernel, entry, stage, lambda t=target: ptx_of[t])
+                    if text is not None:
+                        path = stage_file(build_dir, b.kernel, entry, stage, target)
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        path.write_text(text)
+
+
+def _run_emitters(pm, manifest: dict, package_out: Path, scratch: Path, settings) -> list[str]:
+    """Every enabled emitter's interop files; returns the CMake projects they want built."""
+    cmake_dirs = []
+    for emitter in registered_emitters(pm):
+        if emitter.enabled(settings):
+            result = emitter.emit(manifest, package_out, scratch / emitter.name, settings)
+            if result.cmake_source_dir is not None:
+                cmake_dirs.append(str(result.cmake_source_dir))
+    return cmake_dirs
 
 
 def _write(root: Path, rel: str, data: bytes, kind: str) -> dict:

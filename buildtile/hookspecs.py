@@ -20,7 +20,10 @@ def buildtile_register_backends(register) -> None:
 
     Call ``register(backend)`` with a :class:`buildtile.backend.Backend` for
     every kernel kind the plugin compiles (``Backend.kind`` is the decorator
-    namespace, e.g. ``"simt"`` for ``@simt.kernel``).
+    namespace, e.g. ``"simt"`` for ``@simt.kernel``). Its ``impl`` is a
+    :class:`buildtile.backend.BackendImpl`, whose methods are the stages the
+    build calls: ``analyze``, ``entries``, ``check_target``, and ``ptx`` for
+    entries without LLVM IR; ``typed_ir`` for ``--emit typed-ir``.
     """
 
 
@@ -45,12 +48,14 @@ def buildtile_after_discovery(project, kernels: list) -> None:
 
 @hookspec
 def buildtile_before_compile(project, kernel, target: str) -> None:
-    """Called before one kernel is compiled for one target."""
+    """Called once per compiled entry and target, after every kernel passed its checks
+    (``analyze`` and every target's ``check_target``) and before any PTX is made;
+    ``kernel`` is the ``AnalyzedKernel``."""
 
 
 @hookspec
 def buildtile_after_compile(project, kernel, target: str, artifact) -> None:
-    """Called after one kernel was compiled for one target, with its ``Artifact``."""
+    """Called once per compiled entry and target, with its ``Artifact`` (the cubin)."""
 
 
 @hookspec

@@ -1,10 +1,11 @@
-"""``buildtile inspect``: what a wheel or an installed package carries."""
+"""``buildtile inspect``: what a wheel or an installed package carries, or one stage of one kernel."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 from buildtile.errors import BuildtileError
@@ -63,3 +64,60 @@ def describe(target: str, as_json: bool = False) -> str:
 
 def _spell(p: dict) -> str:
     return spell_type(p["kind"], p["dtype"], p["rank"])
+
+
+def show_stage(kernel: str, stage: str, path: str | Path = ".", target: str | None = None) -> str:
+    """One stage's text of one kernel of the project at ``path``, compiled from its source.
+
+    ``kernel`` is ``name`` or ``module.name``, optionally followed by ``.<entry label>``
+    (``add.t1024``) to pick one specialization; without one, a kernel with several
+    prints each under a ``==> <entry> <==`` line. ``target`` defaults to the
+    project's oldest.
+    """
+    from buildtile.backend import CompileOptions
+    from buildtile.compiler import (analyze, check_targets, compile_entries, discover, entry_ptx,
+                                    project_targets)
+    from buildtile.config import load_project
+    from buildtile.stages import entry_name, parse_stages, stage_text
+    from buildtile.toolchain.ptx import target_arch
+
+    (chosen,) = parse_stages([stage], where="--stage")
+    project = load_project(path)
+    options = CompileOptions(opt_level=project.settings.opt_level, checks=project.settings.checks)
+    sources = discover(project)
+    matches = [(s, label) for s in sources for label in [_entry_label(kernel, s.module, s.name)] if label is not None]
+    if not matches:
+        names = ", ".join(f"{s.module}.{s.name}" for s in sources) or "none"
+        raise BuildtileError(f"no kernel `{kernel}` in {project.pyproject}", code="BT0010", help=f"kernels: {names}")
+    if len({(s.module, s.name) for s, _ in matches}) > 1:
+        raise BuildtileError(f"`{kernel}` names several kernels: "
+                             f"{', '.join(f'{s.module}.{s.name}' for s, _ in matches)}",
+                             code="BT0010", help="write the kernel as module.name")
+    ((source, label),) = matches
+    target = target or project_targets(project)[0]
+    target_arch(target)
+    (build,) = compile_entries(analyze([source], options), options)
+    entries = [e for e in build.entries if label in ("", e.label)]
+    if not entries:
+        raise BuildtileError(f"kernel `{source.module}.{source.name}` has no entry `{label}`", code="BT0010",
+                             help=f"entries: {', '.join(e.label for e in build.entries)}")
+    check_targets([replace(build, entries=entries)], [target], options)
+    texts = []
+    for entry in entries:
+        text = stage_text(build.backend.impl, build.kernel, entry, chosen,
+                          lambda entry=entry: entry_ptx(build, entry, target, options))
+        if text is None:
+            raise BuildtileError(f"the `{source.kind}` backend shows no {chosen.name} stage of "
+                                 f"`{entry_name(build.kernel, entry)}`", code="BT0030")
+        texts.append(f"==> {entry_name(build.kernel, entry)} <==\n{text}" if len(entries) > 1 else text)
+    return "\n".join(texts)
+
+
+def _entry_label(kernel: str, module: str, name: str) -> str | None:
+    """"" when ``kernel`` names the kernel itself, the entry label it adds, or None."""
+    for written in (f"{module}.{name}", name):
+        if kernel == written:
+            return ""
+        if kernel.startswith(written + "."):
+            return kernel[len(written) + 1:]
+    return None

@@ -8,7 +8,7 @@ from functools import lru_cache
 import pluggy
 
 from buildtile import hookspecs
-from buildtile.backend import Backend, Emitter
+from buildtile.backend import Backend, BackendImpl, Emitter
 from buildtile.errors import BuildtileError
 
 ENTRY_POINT_GROUP = "buildtile.backends"
@@ -43,6 +43,10 @@ def backends(pm: pluggy.PluginManager | None = None) -> dict[str, Backend]:
         if backend.kind in found and found[backend.kind] is not backend:
             raise BuildtileError(f"two plugins register a backend for kernel kind `{backend.kind}`",
                                  code="BT0030", help="uninstall one of them")
+        if not isinstance(backend.impl, BackendImpl):
+            raise BuildtileError(f"the backend for kernel kind `{backend.kind}` has {type(backend.impl).__name__} "
+                                 "as its impl, which is not a buildtile.backend.BackendImpl",
+                                 code="BT0030", help="subclass BackendImpl: its methods are the stages the build calls")
         found[backend.kind] = backend
 
     pm.hook.buildtile_register_backends(register=register)

@@ -177,7 +177,7 @@ def test_c_abi_conflicts_with_a_user_cmake_project(project):
 def test_several_cmake_projects_are_built_as_one(project, monkeypatch, tmp_path):
     emitted = [tmp_path / "c_abi", tmp_path / "other"]
 
-    def compile_with_two_emitters(project_, out_dir, *, log):
+    def compile_with_two_emitters(project_, out_dir, *, log, emit=()):
         return {"package": PACKAGE, "kernels": [], "_cmake_source_dirs": [str(d) for d in emitted]}
 
     monkeypatch.setattr("buildtile.compiler.compile_project", compile_with_two_emitters)

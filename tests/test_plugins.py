@@ -14,7 +14,8 @@ from buildtile.config import load_project
 
 TOY_PLUGIN = '''
 from buildtile import hookimpl
-from buildtile.backend import AnalyzedKernel, Backend
+from buildtile.backend import AnalyzedKernel, Backend, BackendImpl, CompileEntry
+from buildtile.diagnostics import Diagnostic, Span
 
 PTX = """
 .version 8.0
@@ -27,15 +28,25 @@ PTX = """
 """
 
 
-class ToyImpl:
+class ToyImpl(BackendImpl):
     def analyze(self, source, options):
         symbol = "toy_" + source.name
         return AnalyzedKernel(source=source, symbol=symbol, params=[], contract={"block": None,
                               "index_dims": 0, "min_blocks": None, "dynamic_shared": 0,
                               "min_compute_capability": None, "requires": []}, ir=None)
 
-    def to_ptx(self, kernel, target, options):
-        return PTX.format(target=target, symbol=kernel.symbol)
+    def entries(self, kernel, options):
+        return [CompileEntry(kernel.symbol, llvm_ir=None)]   # no LLVM IR: PTX of its own
+
+    def check_target(self, kernel, entry, target, options):
+        if target == "sm_90":
+            return []
+        src = kernel.source
+        return [Diagnostic("BT0600", f"toy kernels run on sm_90 alone, not {target}",
+                           Span.of(src.decorator, src.display_file, src.lines))]
+
+    def ptx(self, kernel, entry, target, options):
+        return PTX.format(target=target, symbol=entry.symbol)
 
 
 @hookimpl
@@ -64,25 +75,29 @@ def toy_backend_installed(tmp_path, monkeypatch):
         del sys.modules[name]
 
 
-def test_third_party_backend_is_found_through_entry_points_and_used(toy_backend_installed, tmp_path):
-    project_dir = tmp_path / "proj"
-    (project_dir / "toypkg").mkdir(parents=True)
-    (project_dir / "toypkg" / "__init__.py").write_text("")
-    (project_dir / "toypkg" / "kern.py").write_text(textwrap.dedent("""
+def toy_project(root, targets: list[str]):
+    (root / "toypkg").mkdir(parents=True)
+    (root / "toypkg" / "__init__.py").write_text("")
+    (root / "toypkg" / "kern.py").write_text(textwrap.dedent("""
         from toy_backend import lang as toy
 
         @toy.kernel
         def nothing(p):
             pass
     """))
-    (project_dir / "pyproject.toml").write_text(textwrap.dedent("""
+    (root / "pyproject.toml").write_text(textwrap.dedent(f"""
         [project]
         name = "toypkg"
         version = "0.1"
         [tool.buildtile]
         kernels = ["toypkg.kern"]
-        targets = ["sm_90"]
+        targets = {json.dumps(targets)}
     """))
+    return root
+
+
+def test_third_party_backend_is_found_through_entry_points_and_used(toy_backend_installed, tmp_path):
+    project_dir = toy_project(tmp_path / "proj", ["sm_90"])
     assert set(plugins.backends()) >= {"simt", "toy"}
     manifest = compile_project(load_project(project_dir), tmp_path / "out", log=lambda _: None)
     (kernel,) = manifest["kernels"]
@@ -90,6 +105,38 @@ def test_third_party_backend_is_found_through_entry_points_and_used(toy_backend_
     written = json.loads((tmp_path / "out/toypkg/_buildtile/manifest.json").read_text())
     cubin = tmp_path / "out/toypkg/_buildtile" / written["kernels"][0]["artifacts"]["sm_90"]["path"]
     assert cubin.read_bytes()[:4] == b"\x7fELF" and b"toy_nothing" in cubin.read_bytes()
+
+
+def test_third_party_backend_refuses_a_target_before_anything_is_compiled(toy_backend_installed, tmp_path):
+    from buildtile.errors import CompileError
+
+    project_dir = toy_project(tmp_path / "proj", ["sm_80", "sm_90"])
+    with pytest.raises(CompileError) as err:
+        compile_project(load_project(project_dir), tmp_path / "out", log=lambda _: None)
+    (diag,) = err.value.diagnostics
+    assert (diag.code, diag.message) == ("BT0600", "toy kernels run on sm_90 alone, not sm_80")
+    assert (diag.span.file, diag.span.line, diag.span.col + 1) == ("toypkg/kern.py", 4, 2)
+    assert not (tmp_path / "out/toypkg").exists()
+
+
+def test_a_backend_impl_that_is_not_a_backend_impl_is_refused():
+    import pluggy
+
+    from buildtile import hookimpl, hookspecs
+    from buildtile.backend import Backend
+    from buildtile.errors import BuildtileError
+
+    class Plugin:
+        @hookimpl
+        def buildtile_register_backends(self, register):
+            register(Backend(kind="ducks", decorator_module="ducks.lang", impl=object()))
+
+    pm = pluggy.PluginManager("buildtile")
+    pm.add_hookspecs(hookspecs)
+    pm.register(Plugin())
+    with pytest.raises(BuildtileError, match="not a buildtile.backend.BackendImpl") as err:
+        plugins.backends(pm)
+    assert err.value.code == "BT0030"
 
 
 def test_builtin_backend_is_declared_in_the_same_entry_point_group():

@@ -97,7 +97,7 @@ def test_debug_build_bounds_checks_reads_and_release_does_not():
     src = next(s for s in discover(project) if s.name == "vecadd")
     debug = CompileOptions(checks="debug")
     kernel = registry["simt"].impl.analyze(src, debug)
-    sites = kernel.extra["bounds_sites"]
+    sites = kernel.bounds_sites
     line = 1 + next(n for n, text in enumerate(src.lines) if "c[i] = a[i] + b[i]" in text)
     assert [(s["param"], s["line"], s["text"]) for s in sites] == [("a", line, "a[i]"), ("b", line, "b[i]")]
     debug_ptx = registry["simt"].impl.to_ptx(kernel, "sm_90", debug)

@@ -142,18 +142,17 @@ def test_params_follow_abi_v1():
     assert len(re.findall(rf"{symbol}_param_\d+[,\n]", ptx)) == 17
 
 
-def test_tile_record_follows_the_manifest_format():
+def test_tile_entries_carry_their_manifest_records():
     kernel = KERNELS["add"]
-    artifacts = {s.symbol: {"sm_90": {"kind": "cubin", "path": f"kernels/{s.symbol}.sm_90.cubin", "sha256": "0"}}
-                 for s in IMPL.specializations(kernel)}
-    record = IMPL.tile_record(kernel, artifacts)
-    assert record["grid_param"] == "z"
-    assert record["specializations"] == [
+    entries = IMPL.entries(kernel, OPTIONS)
+    assert kernel.grid_param == "z"
+    assert [e.specialization for e in entries] == [
         {"tile_shapes": {"z": [1024]}, "symbol": "example_kernels_tiles__add__t1024", "block": [128, 1, 1],
-         "shared_bytes": 0, "artifacts": artifacts["example_kernels_tiles__add__t1024"]},
+         "shared_bytes": 0},
         {"tile_shapes": {"z": [4096]}, "symbol": "example_kernels_tiles__add__t4096", "block": [256, 1, 1],
-         "shared_bytes": 0, "artifacts": artifacts["example_kernels_tiles__add__t4096"]},
+         "shared_bytes": 0},
     ]
+    assert [e.label for e in entries] == ["t1024", "t4096"]
     assert kernel.symbol == "example_kernels_tiles__add__t1024"
     assert kernel.contract["block"] is None
     assert kernel.contract["requires"][0]["text"] == "x.shape[0] == z.shape[0]"

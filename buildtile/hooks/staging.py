@@ -45,8 +45,9 @@ def staging_dir(project: Project) -> Path:
     return project.root / STAGING_DIR
 
 
-def stage_kernels(project: Project, log: Callable[[str], None]) -> StagedKernels:
-    """Compile every kernel of ``project`` into the staging folder."""
+def stage_kernels(project: Project, log: Callable[[str], None], emit: tuple = ()) -> StagedKernels:
+    """Compile every kernel of ``project`` into the staging folder (``emit``: stages whose
+    text also goes there, see :mod:`buildtile.stages`)."""
     from buildtile.compiler import compile_project
 
     out_dir = staging_dir(project)
@@ -54,7 +55,7 @@ def stage_kernels(project: Project, log: Callable[[str], None]) -> StagedKernels
     (out_dir / ".gitignore").write_text(SELF_IGNORE)
     # compile_project replaces <package>/_buildtile as a whole, so nothing from an
     # earlier build (a kernel removed since) reaches the wheel
-    manifest = compile_project(project, out_dir, log=log)
+    manifest = compile_project(project, out_dir, log=log, emit=emit)
     cmake_dirs = [Path(d) for d in manifest.pop("_cmake_source_dirs", [])]
     artifacts_dir = out_dir / project.package / MANIFEST_DIR
     return StagedKernels(

@@ -1,11 +1,12 @@
-"""The SIMT backend's stages, assembled behind the ``Backend`` interface."""
+"""The SIMT backend's stages, assembled behind the ``BackendImpl`` contract."""
 
 from __future__ import annotations
 
 import ast
+import pprint
 
 from buildtile import __version__
-from buildtile.backend import AnalyzedKernel, Backend, CompileOptions, KernelSource
+from buildtile.backend import AnalyzedKernel, Backend, BackendImpl, CompileEntry, CompileOptions, KernelSource
 from buildtile.contract import parse_contract
 from buildtile.diagnostics import Diagnostic, Span
 from buildtile.errors import CompileError
@@ -27,14 +28,11 @@ def params_record(kernel_ir) -> list[dict]:
     return out
 
 
-class SimtBackend:
-    """source -> typed IR -> checked IR -> LLVM IR -> PTX."""
-
-    def typed_ir(self, source: KernelSource):
-        return frontend.build_typed_ir(source)
+class SimtBackend(BackendImpl):
+    """source -> typed IR -> checked IR -> LLVM IR; one entry per kernel."""
 
     def analyze(self, source: KernelSource, options: CompileOptions) -> AnalyzedKernel:
-        kernel_ir, diags = self.typed_ir(source)
+        kernel_ir, diags = frontend.build_typed_ir(source)
         param_types = {}
         for a in source.node.args.args:
             ty, _ = frontend.parse_param_type(a.annotation, source.namespace)
@@ -60,21 +58,28 @@ class SimtBackend:
                     help="declare the bytes each launch provides at least: `@simt.kernel(..., dynamic_shared=4096)`"))
         if diags:
             raise CompileError(sorted(diags, key=lambda d: (d.span.line if d.span else 0, d.span.col if d.span else 0)))
-        analyzed = AnalyzedKernel(
+        return AnalyzedKernel(
             source=source, symbol=mangle(source.module, source.name),
             params=params_record(kernel_ir), contract=contract, ir=kernel_ir,
+            bounds_sites=[record for _, record in bounds_sites(kernel_ir, source)] if options.checks == "debug"
+            else None,
         )
-        if options.checks == "debug":
-            sites = bounds_sites(kernel_ir, source)
-            analyzed.extra["bounds_sites"] = [record for _, record in sites]
-            analyzed.extra["_site_of_load"] = {load: k for k, (load, _) in enumerate(sites)}
-        return analyzed
+
+    def entries(self, kernel: AnalyzedKernel, options: CompileOptions) -> list[CompileEntry]:
+        return [CompileEntry(kernel.symbol, self.llvm_ir(kernel, options))]
+
+    def typed_ir(self, kernel: AnalyzedKernel, entry: CompileEntry) -> str:
+        return pprint.pformat(kernel.ir, width=110)
 
     def llvm_ir(self, kernel: AnalyzedKernel, options: CompileOptions) -> str:
-        sites = kernel.extra.get("_site_of_load") if options.checks == "debug" else None
+        """The kernel's LLVM IR; debug builds number each checked read as ``bounds_sites`` does."""
+        sites = None
+        if options.checks == "debug":
+            sites = {load: k for k, (load, _) in enumerate(bounds_sites(kernel.ir, kernel.source))}
         return lower.lower_to_llvm(kernel.ir, kernel.symbol, kernel.contract, sites)
 
     def to_ptx(self, kernel: AnalyzedKernel, target: str, options: CompileOptions) -> str:
+        """The kernel's PTX for one target, as the build makes it (for tests and benchmarks)."""
         return llvm_to_ptx(self.llvm_ir(kernel, options), target, options.opt_level)
 
 

@@ -1,4 +1,4 @@
-"""The Tile backend's stages, assembled behind the ``Backend`` interface.
+"""The Tile backend's stages, assembled behind the ``BackendImpl`` contract.
 
     source --specializations--> typed IR (one per tile shape) --ownership--> checked IR
            --plan--> planned IR (threads, layouts, pipelines) --lower--> LLVM IR --> PTX
@@ -7,19 +7,17 @@ Each stage is a plain function over plain data (``frontend.build_typed_ir``,
 ``ownership.check``, ``plan.make_plan``, ``lower.lower_to_llvm``), so tests
 and tools can stop anywhere. ``analyze`` runs every check for every
 specialization; lowering to LLVM IR happens on first need and is cached.
-
-Besides ``analyze``/``to_ptx`` the backend offers what the build driver
-needs to write a tile kernel's manifest record (see
-``buildtile.interop.manifest``): :meth:`TileBackend.specializations` and
-:meth:`TileBackend.tile_record`.
+Each specialization is one compiled entry; its manifest record (tile shapes,
+block, shared bytes) travels with it (see ``buildtile.interop.manifest``).
 """
 
 from __future__ import annotations
 
+import pprint
 from dataclasses import dataclass
 
 from buildtile import __version__
-from buildtile.backend import AnalyzedKernel, Backend, CompileOptions, KernelSource
+from buildtile.backend import AnalyzedKernel, Backend, BackendImpl, CompileEntry, CompileOptions, KernelSource
 from buildtile.backends.tile import frontend, ir, ownership
 from buildtile.backends.tile.lower import LoweredKernel, lower_to_llvm
 from buildtile.backends.tile.plan import Plan, make_plan
@@ -64,6 +62,11 @@ class TileSpecialization:
     def shared_bytes(self) -> int:
         return self.lowered.shared_bytes
 
+    @property
+    def label(self) -> str:
+        """``t1024``, ``t64x64``: the specialization's part of its symbol."""
+        return self.symbol.rsplit("__", 1)[1]
+
     def record(self) -> dict:
         """The manifest record, less its ``artifacts``."""
         return {"tile_shapes": self.tile_shapes, "symbol": self.symbol, "block": self.block,
@@ -81,25 +84,22 @@ def params_record(kernel_ir: ir.KernelIR) -> list[dict]:
     return out
 
 
-class TileBackend:
-    """source -> typed IR per specialization -> checked IR -> plan -> LLVM IR -> PTX."""
-
-    def typed_ir(self, source: KernelSource, tile_shapes: dict[str, tuple[int, ...]]):
-        return frontend.build_typed_ir(source, tile_shapes)
+class TileBackend(BackendImpl):
+    """source -> typed IR per specialization -> checked IR -> plan -> LLVM IR; one entry per specialization."""
 
     def analyze(self, source: KernelSource, options: CompileOptions) -> AnalyzedKernel:
         specs, contract, diags = parse_decorator(source)
         per_spec: list[list[Diagnostic]] = []
         compiled: list[TileSpecialization] = []
         for spec in specs:
-            kernel_ir, found = self.typed_ir(source, spec.shapes)
+            kernel_ir, found = frontend.build_typed_ir(source, spec.shapes)
             if kernel_ir is not None:
                 found = found + ownership.check(kernel_ir, source)
             per_spec.append(found)
             if not found and not diags:
                 compiled.append(TileSpecialization(spec, kernel_ir, make_plan(kernel_ir)))
         if not specs:   # no tile.Out parameter: type once to report why
-            _, found = self.typed_ir(source, {})
+            _, found = frontend.build_typed_ir(source, {})
             per_spec.append(found)
         diags = list(diags) + _merge(per_spec, specs)
         if diags:
@@ -108,8 +108,30 @@ class TileBackend:
         if any(isinstance(e, ir.Mma) for c in compiled for e in ir.walk_exprs(c.kernel_ir.body)):
             contract["min_compute_capability"] = MMA_MIN_ARCH
         return AnalyzedKernel(source=source, symbol=first.symbol, params=params_record(first.kernel_ir),
-                              contract=contract, ir=compiled,
-                              extra={"grid_param": next(iter(first.kernel_ir.tile_shapes))})
+                              contract=contract, ir=compiled, grid_param=next(iter(first.kernel_ir.tile_shapes)))
+
+    def entries(self, kernel: AnalyzedKernel, options: CompileOptions) -> list[CompileEntry]:
+        return [CompileEntry(s.symbol, s.lowered.llvm_ir, label=s.label, specialization=s.record())
+                for s in self.specializations(kernel)]
+
+    def check_target(self, kernel: AnalyzedKernel, entry: CompileEntry, target: str,
+                     options: CompileOptions) -> list[Diagnostic]:
+        arch, _ = target_arch(target)
+        if arch >= MMA_MIN_ARCH:
+            return []
+        body = self._specialization(kernel, entry).kernel_ir.body
+        mma_site = next((e for e in ir.walk_exprs(body) if isinstance(e, ir.Mma)), None)
+        if mma_site is None:
+            return []
+        src = kernel.source
+        return [Diagnostic(
+            "BT0600", f"`tile.mma` needs sm_{MMA_MIN_ARCH} or newer, but the project targets {target}",
+            Span.of(mma_site.src, src.display_file, src.lines),
+            help=f"remove {target} from tool.buildtile.targets, or keep mma kernels in a project for "
+                 f"sm_{MMA_MIN_ARCH}+")]
+
+    def typed_ir(self, kernel: AnalyzedKernel, entry: CompileEntry) -> str:
+        return pprint.pformat(self._specialization(kernel, entry).kernel_ir, width=110)
 
     def specializations(self, kernel: AnalyzedKernel) -> list[TileSpecialization]:
         """Every specialization to compile; each has ``symbol``, ``block``, ``shared_bytes``, ``record()``."""
@@ -122,26 +144,17 @@ class TileBackend:
 
     def to_ptx(self, kernel: AnalyzedKernel, target: str, options: CompileOptions,
                specialization: TileSpecialization | None = None) -> str:
-        """PTX of one specialization (the first by default) for one ``sm_XX`` target."""
+        """PTX of one specialization (the first by default) for one target, as the build makes it
+        (for tests and tools): a target ``check_target`` refuses is a ``CompileError``."""
         chosen = specialization or kernel.ir[0]
-        arch, _ = target_arch(target)
-        if arch < MMA_MIN_ARCH:
-            mma_site = next((e for e in ir.walk_exprs(chosen.kernel_ir.body) if isinstance(e, ir.Mma)), None)
-            if mma_site is not None:
-                src = kernel.source
-                raise CompileError([Diagnostic(
-                    "BT0600", f"`tile.mma` needs sm_{MMA_MIN_ARCH} or newer, but the project also targets {target}",
-                    Span.of(mma_site.src, src.display_file, src.lines),
-                    help=f"remove {target} from tool.buildtile.targets, or keep mma kernels in a project for "
-                         f"sm_{MMA_MIN_ARCH}+")])
+        entry = CompileEntry(chosen.symbol, chosen.lowered.llvm_ir, label=chosen.label)
+        refusals = self.check_target(kernel, entry, target, options)
+        if refusals:
+            raise CompileError(refusals)
         return llvm_to_ptx(chosen.lowered.llvm_ir, target, options.opt_level)
 
-    def tile_record(self, kernel: AnalyzedKernel, artifacts: dict[str, dict]) -> dict:
-        """The manifest's ``tile`` object; ``artifacts`` maps each specialization's symbol to its artifacts."""
-        return {
-            "grid_param": kernel.extra["grid_param"],
-            "specializations": [{**s.record(), "artifacts": artifacts[s.symbol]} for s in kernel.ir],
-        }
+    def _specialization(self, kernel: AnalyzedKernel, entry: CompileEntry) -> TileSpecialization:
+        return next(s for s in kernel.ir if s.symbol == entry.symbol)
 
 
 def _merge(per_spec: list[list[Diagnostic]], specs: list[Specialization]) -> list[Diagnostic]:
