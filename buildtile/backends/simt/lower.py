@@ -254,7 +254,10 @@ class _Lowering:
                 self.params[p.name] = from_memory(self.b, raw, p.ty)
                 continue
             data = next(args)
-            data.add_attribute("noalias")
+            if p.ty.access != "atomic":
+                # NVPTX takes a noalias pointer it sees only read from for ld.global.nc, which it
+                # cannot select for an atomic load (LLVM aborts); other threads write it anyway
+                data.add_attribute("noalias")
             if isinstance(p.ty, SliceT):
                 self.params[p.name] = _ArrayParam(data, [next(args)], [I64T(1)], p.ty.elem)
             else:
