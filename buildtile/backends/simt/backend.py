@@ -72,7 +72,7 @@ class SimtBackend:
 
     def llvm_ir(self, kernel: AnalyzedKernel, options: CompileOptions) -> str:
         sites = kernel.extra.get("_site_of_load") if options.checks == "debug" else None
-        return lower.lower_to_llvm(kernel.ir, kernel.symbol, kernel.contract, sites)
+        return lower.lower_to_llvm(kernel.ir, kernel.params, kernel.symbol, kernel.contract, sites)
 
     def to_ptx(self, kernel: AnalyzedKernel, target: str, options: CompileOptions) -> str:
         return llvm_to_ptx(self.llvm_ir(kernel, options), target, options.opt_level)

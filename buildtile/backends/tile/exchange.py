@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import llvmlite.ir as lir
 
 from buildtile.backends.tile.layout import Layout
-from buildtile.backends.tile.llvmutil import (
+from buildtile.backends.common.llvm import (
     F32T,
     I8,
     I32,

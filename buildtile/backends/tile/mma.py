@@ -28,7 +28,7 @@ import llvmlite.ir as lir
 from buildtile.backends.tile import ir
 from buildtile.backends.tile.exchange import TileVal
 from buildtile.backends.tile.layout import MmaShape, log2, mma_reg, mma_shape
-from buildtile.backends.tile.llvmutil import (
+from buildtile.backends.common.llvm import (
     F32T,
     GLOBAL_PTR,
     HALF,
