@@ -59,6 +59,22 @@ def test_params_follow_abi_v1():
     assert len(re.findall(rf"{matadd.symbol}_param_\d+[,\n]", ptx)) == 15
 
 
+def entry_params(llvm_ir: str, symbol: str) -> list[str]:
+    """The parameter names of the kernel function ``symbol`` in LLVM IR text."""
+    header = re.search(rf'define ptx_kernel void @"{re.escape(symbol)}"\((.*)\)', llvm_ir).group(1)
+    return re.findall(r'%"([^"]+)"', header)
+
+
+@pytest.mark.parametrize("name", ["vecadd", "matadd"])
+def test_the_kernel_function_takes_the_abi_parameters_in_order(name):
+    from buildtile.interop.abi import kernel_params, trailing_params
+
+    kernel = KERNELS[name]
+    expected = [p.name for p in kernel_params(kernel.params) + trailing_params(kernel.contract)]
+    assert len(expected) == {"vecadd": 7, "matadd": 15}[name]
+    assert entry_params(backends()["simt"].impl.llvm_ir(kernel, OPTIONS), kernel.symbol) == expected
+
+
 def test_readonly_inputs_use_the_noncoherent_path():
     ptx = backends()["simt"].impl.to_ptx(KERNELS["vecadd"], "sm_90", OPTIONS)
     assert ptx.count("ld.global.nc") >= 2

@@ -1,16 +1,5 @@
-"""Stage 3: checked SIMT IR -> LLVM IR (text), with llvmlite's IR builder.
-
-The kernel function takes its parameters as kernel ABI v1 passes them
-(``buildtile.backends.common.entry``). Array pointers are ``noalias`` and
-loads from read-only parameters are ``!invariant.load`` -- sound because the
-host refuses a launch where an output overlaps any other argument (BT0502) --
-which lets LLVM use the non-coherent read path (``ld.global.nc``).
-
-The lowering is one class assembled from a part per job: statements
-(``lower_stmt``), expressions (``lower_expr``), intrinsics (``lower_intrinsic``)
-and debug bounds checks (``lower_bounds``); this module builds the functions
-and runs a coarsened kernel's copies.
-"""
+"""A kernel's and its device functions' LLVM functions: the lowering's parts assembled,
+the kernel entry, shared arrays, and the copies of a coarsened kernel."""
 
 from __future__ import annotations
 
@@ -29,10 +18,10 @@ from buildtile.backends.common.llvm import (
     reg_type,
 )
 from buildtile.backends.simt import ir, types
-from buildtile.backends.simt.lower_bounds import BOUNDS_GLOBAL, BoundsChecks
-from buildtile.backends.simt.lower_expr import ExpressionLowering
-from buildtile.backends.simt.lower_intrinsic import IntrinsicLowering
-from buildtile.backends.simt.lower_stmt import StatementLowering
+from buildtile.backends.simt.lower.bounds import BoundsChecks
+from buildtile.backends.simt.lower.expr import ExpressionLowering
+from buildtile.backends.simt.lower.intrinsic import IntrinsicLowering
+from buildtile.backends.simt.lower.stmt import StatementLowering
 from buildtile.backends.simt.types import WitnessT
 from buildtile.interop.abi import trailing_params
 
@@ -62,6 +51,8 @@ def lower_to_llvm(kernel: ir.KernelIR, params: list[dict], symbol: str, contract
 
 
 class _Lowering(StatementLowering, ExpressionLowering, IntrinsicLowering, BoundsChecks):
+    """One function's lowering; its parts share the state set up here (``b``, ``fn``, ``params`` ...)."""
+
     def __init__(self, kernel, symbol: str, contract: dict, module: lir.Module,
                  device_fns: dict[str, lir.Function]) -> None:
         self.kernel = kernel          # a KernelIR, or a FunctionIR for run_device
@@ -184,4 +175,4 @@ class _Lowering(StatementLowering, ExpressionLowering, IntrinsicLowering, Bounds
         self.logical_block, self.exit_target = None, None
 
 
-__all__ = ["BOUNDS_GLOBAL", "lower_to_llvm"]
+__all__ = ["lower_to_llvm"]
