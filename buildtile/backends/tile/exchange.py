@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import llvmlite.ir as lir
 
-from buildtile.backends.tile.layout import Layout
 from buildtile.backends.common.llvm import (
     F32T,
     I8,
@@ -31,6 +30,7 @@ from buildtile.backends.common.llvm import (
     reg_type,
     round_half,
 )
+from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.types import BOOL, Scalar
 
 

@@ -21,9 +21,6 @@ from dataclasses import dataclass
 
 import llvmlite.ir as lir
 
-from buildtile.backends.tile import exchange, ir, memory, mma
-from buildtile.backends.tile.exchange import TileVal
-from buildtile.backends.tile.layout import Layout
 from buildtile.backends.common.entry import ArrayArg, FunctionBody, kernel_entry, open_body
 from buildtile.backends.common.llvm import (
     I1,
@@ -45,9 +42,11 @@ from buildtile.backends.common.llvm import (
     sreg,
     type_suffix,
 )
+from buildtile.backends.tile import exchange, ir, memory, mma, types
+from buildtile.backends.tile.exchange import TileVal
+from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.plan import Plan
 from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, value_type
-from buildtile.backends.tile.types import I32 as I32_DTYPE
 
 SMEM = "__buildtile_tile_smem"
 #: rows of tiles visited together by mma kernels (Triton's GROUP_M)
@@ -333,7 +332,7 @@ class _Emitter:
     def tile_Arange(self, e: ir.Arange) -> TileVal:
         b = self.b
         base = self.thread_part(e.layout, 0)
-        regs = [convert(b, b.add(base, I32(e.layout.reg_coords(r)[0])), I32_DTYPE, e.ty.dtype)
+        regs = [convert(b, b.add(base, I32(e.layout.reg_coords(r)[0])), types.I32, e.ty.dtype)
                 for r in range(e.layout.nregs)]
         return TileVal(e.layout, regs, e.ty.dtype)
 

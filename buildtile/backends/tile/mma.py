@@ -25,9 +25,6 @@ from dataclasses import dataclass
 
 import llvmlite.ir as lir
 
-from buildtile.backends.tile import ir
-from buildtile.backends.tile.exchange import TileVal
-from buildtile.backends.tile.layout import MmaShape, log2, mma_reg, mma_shape
 from buildtile.backends.common.llvm import (
     F32T,
     GLOBAL_PTR,
@@ -41,6 +38,9 @@ from buildtile.backends.common.llvm import (
     declare,
     to_memory,
 )
+from buildtile.backends.tile import ir
+from buildtile.backends.tile.exchange import TileVal
+from buildtile.backends.tile.layout import MmaShape, log2, mma_reg, mma_shape
 from buildtile.backends.tile.memory import contiguous_aligned, predicated_load
 from buildtile.backends.tile.types import BF16, F16, Scalar
 
