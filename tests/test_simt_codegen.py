@@ -59,6 +59,22 @@ def test_params_follow_abi_v1():
     assert len(re.findall(rf"{matadd.symbol}_param_\d+[,\n]", ptx)) == 15
 
 
+def entry_params(llvm_ir: str, symbol: str) -> list[str]:
+    """The parameter names of the kernel function ``symbol`` in LLVM IR text."""
+    header = re.search(rf'define ptx_kernel void @"{re.escape(symbol)}"\((.*)\)', llvm_ir).group(1)
+    return re.findall(r'%"([^"]+)"', header)
+
+
+@pytest.mark.parametrize("name", ["vecadd", "matadd"])
+def test_the_kernel_function_takes_the_abi_parameters_in_order(name):
+    from buildtile.interop.abi import kernel_params, trailing_params
+
+    kernel = KERNELS[name]
+    expected = [p.name for p in kernel_params(kernel.params) + trailing_params(kernel.contract)]
+    assert len(expected) == {"vecadd": 7, "matadd": 15}[name]
+    assert entry_params(backends()["simt"].impl.llvm_ir(kernel, OPTIONS), kernel.symbol) == expected
+
+
 def test_readonly_inputs_use_the_noncoherent_path():
     ptx = backends()["simt"].impl.to_ptx(KERNELS["vecadd"], "sm_90", OPTIONS)
     assert ptx.count("ld.global.nc") >= 2
@@ -154,3 +170,52 @@ def test_min_compute_capability_skips_older_targets(tmp_path):
     arts = {k["name"]: k["artifacts"] for k in manifest["kernels"]}
     assert set(arts["fill"]) == {"sm_90", "ptx"} and arts["fill"]["ptx"]["target"] == "sm_90"
     assert set(arts["fill_any"]) == {"sm_80", "sm_90", "ptx"} and arts["fill_any"]["ptx"]["target"] == "sm_80"
+
+
+ATOMIC_READ_ONLY = '''
+from buildtile import simt
+from buildtile.types import AtomicSlice, DisjointSlice, i32
+
+@simt.kernel(block=128)
+def peek(a: AtomicSlice[i32], c: DisjointSlice[i32]):
+    i = simt.index_1d()
+    v = a[i]
+'''
+
+COMPILE_EACH_OPT_LEVEL = '''
+import sys
+from pathlib import Path
+from buildtile.backend import CompileOptions
+from buildtile.compiler import discover
+from buildtile.config import load_project
+from buildtile.plugins import backends
+src = next(iter(discover(load_project(Path(sys.argv[1])))))
+impl = backends()["simt"].impl
+kernel = impl.analyze(src, CompileOptions())
+for level in range(4):
+    print("LEVEL", level)
+    print(impl.to_ptx(kernel, "sm_80", CompileOptions(opt_level=level)))
+'''
+
+
+def test_atomic_slice_that_is_only_read_compiles_at_every_opt_level(tmp_path):
+    # a read-only AtomicSlice must not reach the non-coherent load path, which LLVM cannot
+    # select for an atomic load (it aborts the process): compile in a child process
+    import subprocess
+    import sys
+
+    (tmp_path / "peekpkg").mkdir()
+    (tmp_path / "peekpkg" / "__init__.py").write_text("")
+    (tmp_path / "peekpkg" / "ops.py").write_text(ATOMIC_READ_ONLY)
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "peekpkg"\nversion = "0"\n[tool.buildtile]\nkernels = ["peekpkg.ops"]\ntargets = ["sm_80"]\n')
+    done = subprocess.run([sys.executable, "-c", COMPILE_EACH_OPT_LEVEL, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    levels = done.stdout.split("LEVEL ")[1:]
+    assert len(levels) == 4
+    for text in levels:
+        # the element is still read, atomically (relaxed), never through ld.global.nc
+        assert re.search(r"ld\.relaxed\.\w+\.global\.b32", text), text
+        assert "ld.global.nc" not in text
+        assert ptx_to_cubin(text.split("\n", 1)[1], "sm_80")[:4] == b"\x7fELF"

@@ -142,6 +142,22 @@ def test_params_follow_abi_v1():
     assert len(re.findall(rf"{symbol}_param_\d+[,\n]", ptx)) == 17
 
 
+def entry_params(llvm_ir: str, symbol: str) -> list[str]:
+    """The parameter names of the kernel function ``symbol`` in LLVM IR text."""
+    header = re.search(rf'define ptx_kernel void @"{re.escape(symbol)}"\((.*)\)', llvm_ir).group(1)
+    return re.findall(r'%"([^"]+)"', header)
+
+
+def test_the_kernel_function_takes_the_abi_parameters_in_order():
+    from buildtile.interop.abi import kernel_params
+
+    kernel = KERNELS["layernorm"]
+    spec = spec_of("layernorm", (1, 1024))
+    expected = [p.name for p in kernel_params(kernel.params)]
+    assert expected[:3] == ["x.data", "x.shape0", "x.shape1"]
+    assert entry_params(spec.lowered.llvm_ir, spec.symbol) == expected
+
+
 def test_tile_entries_carry_their_manifest_records():
     kernel = KERNELS["add"]
     entries = IMPL.entries(kernel, OPTIONS)

@@ -106,6 +106,12 @@ def spell_type(kind: str, dtype: str, rank: int) -> str:
     return f"{KIND_SPELLING[kind]}[{dtype}, {rank}]"
 
 
+def trailing_params(contract: dict) -> list[PtxParam]:
+    """The PTX parameters after the declared ones: the logical ``grid.x`` of a coarsened kernel."""
+    factor = contract.get("coarsen", 1) or 1
+    return [] if factor == 1 else [PtxParam("logical_blocks", "i64")]
+
+
 def launch_extras(contract: dict, grid_x: int) -> tuple[int, list[int]]:
     """(physical grid.x, trailing int64 parameters) of a launch of ``grid_x`` logical blocks."""
     factor = contract.get("coarsen", 1) or 1

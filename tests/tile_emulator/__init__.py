@@ -222,7 +222,7 @@ class Emulated:
     def __init__(self, specialization, params: list[dict]) -> None:
         import llvmlite.binding as llvm
 
-        from buildtile.backends.tile.llvmutil import GLOBAL_PTR, mem_type
+        from buildtile.backends.common.llvm import GLOBAL_PTR, mem_type
         from buildtile.backends.tile.types import SCALARS
 
         self.spec = specialization

@@ -76,7 +76,7 @@ class SimtBackend(BackendImpl):
         sites = None
         if options.checks == "debug":
             sites = {load: k for k, (load, _) in enumerate(bounds_sites(kernel.ir, kernel.source))}
-        return lower.lower_to_llvm(kernel.ir, kernel.symbol, kernel.contract, sites)
+        return lower.lower_to_llvm(kernel.ir, kernel.params, kernel.symbol, kernel.contract, sites)
 
     def to_ptx(self, kernel: AnalyzedKernel, target: str, options: CompileOptions) -> str:
         """The kernel's PTX for one target, as the build makes it (for tests and benchmarks)."""

@@ -51,7 +51,7 @@ class TileSpecialization:
     @property
     def lowered(self) -> LoweredKernel:
         if self._lowered is None:
-            self._lowered = lower_to_llvm(self.kernel_ir, self.plan, self.spec.symbol)
+            self._lowered = lower_to_llvm(self.kernel_ir, params_record(self.kernel_ir), self.plan, self.spec.symbol)
         return self._lowered
 
     @property

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 import llvmlite.ir as lir
 
-from buildtile.backends.tile.layout import Layout
-from buildtile.backends.tile.llvmutil import (
+from buildtile.backends.common.llvm import (
     F32T,
     I8,
     I32,
@@ -31,6 +30,7 @@ from buildtile.backends.tile.llvmutil import (
     reg_type,
     round_half,
 )
+from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.types import BOOL, Scalar
 
 

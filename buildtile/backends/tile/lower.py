@@ -21,31 +21,32 @@ from dataclasses import dataclass
 
 import llvmlite.ir as lir
 
-from buildtile.backends.tile import exchange, ir, memory, mma
-from buildtile.backends.tile.exchange import TileVal
-from buildtile.backends.tile.layout import Layout
-from buildtile.backends.tile.llvmutil import (
-    DATALAYOUT,
-    GLOBAL_PTR,
+from buildtile.backends.common.entry import ArrayArg, FunctionBody, kernel_entry, open_body
+from buildtile.backends.common.llvm import (
     I1,
     I8,
     I32,
     I64,
     SHARED_PTR,
-    TRIPLE,
+    compare,
     const_of,
     convert,
     declare,
-    from_memory,
+    floor_div,
+    floor_mod,
     intrinsic,
-    mem_type,
+    libdevice,
+    new_module,
     reg_type,
     round_half,
     sreg,
+    type_suffix,
 )
+from buildtile.backends.tile import exchange, ir, memory, mma, types
+from buildtile.backends.tile.exchange import TileVal
+from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.plan import Plan
 from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, value_type
-from buildtile.backends.tile.types import I32 as I32_DTYPE
 
 SMEM = "__buildtile_tile_smem"
 #: rows of tiles visited together by mma kernels (Triton's GROUP_M)
@@ -57,32 +58,24 @@ _LLVM_MATH = {"sqrt": "llvm.sqrt", "abs": "llvm.fabs", "floor": "llvm.floor", "c
 
 
 @dataclass
-class ArrayArg:
-    data: lir.Value                 # global pointer
-    shape: list[lir.Value]          # i64 extents
-    strides: list[lir.Value]        # i64, in elements
-    elem: Scalar
-
-
-@dataclass
 class LoweredKernel:
     llvm_ir: str
     shared_bytes: int
     threads: int
 
 
-def lower_to_llvm(kernel: ir.KernelIR, plan: Plan, symbol: str) -> LoweredKernel:
-    return _Emitter(kernel, plan, symbol).run()
+def lower_to_llvm(kernel: ir.KernelIR, params: list[dict], plan: Plan, symbol: str) -> LoweredKernel:
+    """LLVM IR of one specialization, named ``symbol``; ``params`` are its manifest parameter records."""
+    return _Emitter(kernel, params, plan, symbol).run()
 
 
 class _Emitter:
-    def __init__(self, kernel: ir.KernelIR, plan: Plan, symbol: str) -> None:
+    def __init__(self, kernel: ir.KernelIR, params: list[dict], plan: Plan, symbol: str) -> None:
         self.kernel = kernel
+        self.params = params
         self.plan = plan
         self.symbol = symbol
-        self.module = lir.Module(name=symbol)
-        self.module.triple = TRIPLE
-        self.module.data_layout = DATALAYOUT
+        self.module = new_module(symbol)
         self.arrays: dict[str, ArrayArg] = {}
         self.scalars: dict[str, lir.Value] = {}
         self.slots: dict[str, object] = {}          # local -> alloca (scalar) or list of allocas (tile)
@@ -96,49 +89,21 @@ class _Emitter:
 
     # ------------------------------------------------------------ structure
     def run(self) -> LoweredKernel:
-        arg_types, arg_names = [], []
-        for p in self.kernel.params:
-            if isinstance(p.ty, Scalar):
-                arg_types.append(mem_type(p.ty))
-                arg_names.append(p.name)
-            else:
-                arg_types += [GLOBAL_PTR] + [I64] * (2 * p.ty.rank)
-                arg_names += [f"{p.name}.data"] + [f"{p.name}.shape{k}" for k in range(p.ty.rank)] \
-                    + [f"{p.name}.stride{k}" for k in range(p.ty.rank)]
-        fn = lir.Function(self.module, lir.FunctionType(lir.VoidType(), arg_types), self.symbol)
-        fn.calling_convention = "ptx_kernel"
-        for arg, name in zip(fn.args, arg_names):
-            arg.name = name
-        self.fn = fn
-        entry = fn.append_basic_block("entry")
-        body = fn.append_basic_block("body")
-        self.alloca_builder = lir.IRBuilder(entry)
-        self.alloca_builder.position_before(self.alloca_builder.branch(body))
-        self.b = lir.IRBuilder(body)
-        args = iter(fn.args)
-        for p in self.kernel.params:
-            if isinstance(p.ty, Scalar):
-                self.scalars[p.name] = from_memory(self.alloca_builder, next(args), p.ty)
-                continue
-            data = next(args)
-            data.add_attribute("noalias")
-            shape = [next(args) for _ in range(p.ty.rank)]
-            strides = [next(args) for _ in range(p.ty.rank)]
-            self.arrays[p.name] = ArrayArg(data, shape, strides, p.ty.elem)
+        entry = kernel_entry(self.module, self.symbol, self.params, reqntid=(self.plan.threads, 1, 1),
+                             min_blocks=self.plan.min_blocks)
+        self._enter(entry)
+        self.scalars, self.arrays = entry.scalars, entry.arrays
         self.smem_global = lir.GlobalVariable(self.module, lir.ArrayType(I8, 0), SMEM, addrspace=3)
         self.smem_global.align = 16
         self._enter_function_entry()
         self.stmts(self.kernel.body)
         if not self.b.block.is_terminated:
             self.b.ret_void()
-        annotations = self.module.add_named_metadata("nvvm.annotations")
-        for axis, n in zip("xyz", (self.plan.threads, 1, 1)):
-            annotations.add(self.module.add_metadata([fn, lir.MetaDataString(self.module, f"reqntid{axis}"), I32(n)]))
-        if self.plan.min_blocks:
-            annotations.add(self.module.add_metadata([fn, lir.MetaDataString(self.module, "minctasm"),
-                                                      I32(self.plan.min_blocks)]))
         shared = self.scratch_base + self.scratch_bytes if self.scratch_bytes else self.plan.pipeline_bytes
         return LoweredKernel(str(self.module), shared, self.plan.threads)
+
+    def _enter(self, body: FunctionBody) -> None:
+        self.fn, self.alloca_builder, self.b = body.fn, body.alloca_builder, body.builder
 
     def _enter_function_entry(self) -> None:
         """Values every function computes once in its entry block: the thread index, shared memory."""
@@ -158,11 +123,7 @@ class _Emitter:
         fn.linkage = "internal"
         fn.attributes.add("noinline")
         saved = (self.fn, self.b, self.alloca_builder, self.smem, self.tid, self._thread_parts)
-        entry, body = fn.append_basic_block("entry"), fn.append_basic_block("body")
-        self.fn = fn
-        self.alloca_builder = lir.IRBuilder(entry)
-        self.alloca_builder.position_before(self.alloca_builder.branch(body))
-        self.b = lir.IRBuilder(body)
+        self._enter(open_body(fn))
         self._enter_function_entry()
         try:
             yield fn
@@ -307,7 +268,7 @@ class _Emitter:
         return self.binop(e.op, value_type(e.ty), self.scalar(e.lhs), self.scalar(e.rhs))
 
     def scalar_Compare(self, e: ir.Compare) -> lir.Value:
-        return self.compare(e.op, value_type(e.lhs.ty), self.scalar(e.lhs), self.scalar(e.rhs))
+        return compare(self.b, e.op, value_type(e.lhs.ty), self.scalar(e.lhs), self.scalar(e.rhs))
 
     def scalar_UnaryOp(self, e: ir.UnaryOp) -> lir.Value:
         return self.unary(e.op, value_type(e.ty), self.scalar(e.operand))
@@ -371,7 +332,7 @@ class _Emitter:
     def tile_Arange(self, e: ir.Arange) -> TileVal:
         b = self.b
         base = self.thread_part(e.layout, 0)
-        regs = [convert(b, b.add(base, I32(e.layout.reg_coords(r)[0])), I32_DTYPE, e.ty.dtype)
+        regs = [convert(b, b.add(base, I32(e.layout.reg_coords(r)[0])), types.I32, e.ty.dtype)
                 for r in range(e.layout.nregs)]
         return TileVal(e.layout, regs, e.ty.dtype)
 
@@ -407,7 +368,7 @@ class _Emitter:
     def tile_Compare(self, e: ir.Compare) -> TileVal:
         lhs, rhs = self.operands(e, e.lhs, e.rhs)
         dtype = e.lhs.ty.dtype
-        return TileVal(e.layout, [self.compare(e.op, dtype, x, y) for x, y in zip(lhs, rhs)], BOOL)
+        return TileVal(e.layout, [compare(self.b, e.op, dtype, x, y) for x, y in zip(lhs, rhs)], BOOL)
 
     def tile_UnaryOp(self, e: ir.UnaryOp) -> TileVal:
         (regs,) = self.operands(e, e.operand)
@@ -439,33 +400,12 @@ class _Emitter:
             return round_half(b, out, ty)
         signed = ty.kind == "int"
         if op == "cdiv":
-            return b.neg(self._floordiv(b.neg(lhs), rhs)) if signed else b.udiv(b.add(lhs, b.sub(rhs, rhs.type(1))), rhs)
+            return b.neg(floor_div(b, b.neg(lhs), rhs)) if signed else b.udiv(b.add(lhs, b.sub(rhs, rhs.type(1))), rhs)
         if op == "//":
-            return self._floordiv(lhs, rhs) if signed else b.udiv(lhs, rhs)
+            return floor_div(b, lhs, rhs) if signed else b.udiv(lhs, rhs)
         if op == "%":
-            return self._pymod(lhs, rhs) if signed else b.urem(lhs, rhs)
+            return floor_mod(b, lhs, rhs) if signed else b.urem(lhs, rhs)
         return {"+": b.add, "-": b.sub, "*": b.mul, "&": b.and_, "|": b.or_, "^": b.xor}[op](lhs, rhs)
-
-    def _floordiv(self, a: lir.Value, n: lir.Value) -> lir.Value:
-        # Python rounds toward -inf: adjust C's truncated quotient when the signs differ and it is inexact
-        b = self.b
-        q, r = b.sdiv(a, n), b.srem(a, n)
-        adjust = b.and_(b.icmp_signed("!=", r, a.type(0)), b.icmp_signed("<", b.xor(r, n), a.type(0)))
-        return b.sub(q, b.zext(adjust, a.type))
-
-    def _pymod(self, a: lir.Value, n: lir.Value) -> lir.Value:
-        b = self.b
-        r = b.srem(a, n)
-        adjust = b.and_(b.icmp_signed("!=", r, a.type(0)), b.icmp_signed("<", b.xor(r, n), a.type(0)))
-        return b.select(adjust, b.add(r, n), r)
-
-    def compare(self, op: str, ty: Scalar, lhs: lir.Value, rhs: lir.Value) -> lir.Value:
-        b = self.b
-        if ty.is_float:
-            return b.fcmp_unordered("!=", lhs, rhs) if op == "!=" else b.fcmp_ordered(op, lhs, rhs)
-        if ty.kind == "uint" or ty == BOOL:
-            return b.icmp_unsigned(op, lhs, rhs)
-        return b.icmp_signed(op, lhs, rhs)
 
     def unary(self, op: str, ty: Scalar, v: lir.Value) -> lir.Value:
         b = self.b
@@ -478,7 +418,7 @@ class _Emitter:
         t = reg_type(ty)
         if not ty.is_float:
             if name == "abs":
-                return b.call(declare(self.module, f"llvm.abs.i{t.width}", t, [t, I1]), [args[0], I1(0)])
+                return b.call(declare(self.module, f"llvm.abs.{type_suffix(t)}", t, [t, I1]), [args[0], I1(0)])
             signed = ty.kind == "int"
             op = {"maximum": "llvm.smax" if signed else "llvm.umax", "minimum": "llvm.smin" if signed else "llvm.umin"}[name]
             return b.call(intrinsic(self.module, op, t, 2), args)
@@ -488,8 +428,7 @@ class _Emitter:
         if name in _LLVM_MATH:
             out = b.call(intrinsic(self.module, _LLVM_MATH[name], t, len(args)), args)
         else:
-            suffix = "f" if ty.bits <= 32 else ""
-            out = b.call(declare(self.module, f"__nv_{name}{suffix}", t, [t] * len(args)), args)
+            out = b.call(libdevice(self.module, name, t, len(args)), args)
         return round_half(b, out, ty)
 
 
@@ -510,4 +449,4 @@ def _align(n: int, to: int) -> int:
     return (n + to - 1) // to * to
 
 
-__all__ = ["ArrayArg", "LoweredKernel", "lower_to_llvm"]
+__all__ = ["LoweredKernel", "lower_to_llvm"]

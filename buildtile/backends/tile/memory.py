@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import llvmlite.ir as lir
 
-from buildtile.backends.tile.llvmutil import (
+from buildtile.backends.common.llvm import (
     I1,
     I32,
     I64,

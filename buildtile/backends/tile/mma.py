@@ -25,10 +25,7 @@ from dataclasses import dataclass
 
 import llvmlite.ir as lir
 
-from buildtile.backends.tile import ir
-from buildtile.backends.tile.exchange import TileVal
-from buildtile.backends.tile.layout import MmaShape, log2, mma_reg, mma_shape
-from buildtile.backends.tile.llvmutil import (
+from buildtile.backends.common.llvm import (
     F32T,
     GLOBAL_PTR,
     HALF,
@@ -41,6 +38,9 @@ from buildtile.backends.tile.llvmutil import (
     declare,
     to_memory,
 )
+from buildtile.backends.tile import ir
+from buildtile.backends.tile.exchange import TileVal
+from buildtile.backends.tile.layout import MmaShape, log2, mma_reg, mma_shape
 from buildtile.backends.tile.memory import contiguous_aligned, predicated_load
 from buildtile.backends.tile.types import BF16, F16, Scalar
 

@@ -1,0 +1,116 @@
+"""The LLVM kernel function of a compiled kernel, built from its manifest parameters.
+
+Every language's kernel takes its parameters as kernel ABI v1 flattens them
+(``buildtile.interop.abi.kernel_params``); this module makes that function, its
+``nvvm.annotations`` and the register values each parameter stands for, so the
+lowerings read parameters by name and never re-derive the ABI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import llvmlite.ir as lir
+
+from buildtile.backends.common.llvm import GLOBAL_PTR, I32, I64, VOID, from_memory, mem_type
+from buildtile.backends.common.types import SCALARS, Scalar
+from buildtile.interop.abi import SLICE_KINDS, PtxParam, kernel_params
+
+
+@dataclass
+class ArrayArg:
+    """An array as a kernel sees it: where its elements are, its extents and strides (i64, in elements)."""
+
+    data: lir.Value
+    shape: list[lir.Value]
+    strides: list[lir.Value]
+    elem: Scalar
+
+
+@dataclass
+class FunctionBody:
+    """A function being emitted: its entry block holds every stack slot (so that mem2reg
+    promotes them) and branches to the body, where statements go."""
+
+    fn: lir.Function
+    alloca_builder: lir.IRBuilder   # in the entry block, before its branch
+    builder: lir.IRBuilder          # at the start of the body
+
+
+def open_body(fn: lir.Function) -> FunctionBody:
+    """Give ``fn`` an entry block and a body block."""
+    entry = fn.append_basic_block("entry")
+    body = fn.append_basic_block("body")
+    alloca_builder = lir.IRBuilder(entry)
+    alloca_builder.position_before(alloca_builder.branch(body))
+    return FunctionBody(fn, alloca_builder, lir.IRBuilder(body))
+
+
+@dataclass
+class KernelEntry(FunctionBody):
+    """A kernel function and its parameters' values, by parameter name."""
+
+    scalars: dict[str, lir.Value] = field(default_factory=dict)    # register values
+    arrays: dict[str, ArrayArg] = field(default_factory=dict)
+    trailing: dict[str, lir.Value] = field(default_factory=dict)   # e.g. ``logical_blocks``
+
+
+def _llvm_type(param: PtxParam) -> lir.Type:
+    if param.ctype == "ptr":
+        return GLOBAL_PTR
+    if param.ctype == "i64":
+        return I64
+    return mem_type(SCALARS[param.ctype])
+
+
+def kernel_entry(module: lir.Module, symbol: str, params: list[dict], *,
+                 trailing: Sequence[PtxParam] = (), reqntid: Sequence[int] | None = None,
+                 min_blocks: int | None = None) -> KernelEntry:
+    """The kernel ``symbol`` taking manifest ``params`` (then ``trailing``) as ABI v1 passes them.
+
+    ``reqntid`` fixes the block shape (``.reqntid``), ``min_blocks`` asks for that many
+    resident blocks per multiprocessor (``.minctasm``). Array pointers are ``noalias``
+    (the hosts refuse a launch where an output overlaps another argument) except an
+    atomic slice's: other threads write it, and NVPTX would take a noalias pointer the
+    kernel only reads for ``ld.global.nc``, which it cannot select for an atomic load.
+    """
+    flat = [kernel_params([p]) for p in params]
+    arg_params = [q for group in flat for q in group] + list(trailing)
+    fn = lir.Function(module, lir.FunctionType(VOID, [_llvm_type(q) for q in arg_params]), symbol)
+    fn.calling_convention = "ptx_kernel"
+    for arg, q in zip(fn.args, arg_params):
+        arg.name = q.name
+    body = open_body(fn)
+    entry = KernelEntry(fn, body.alloca_builder, body.builder)
+    args = iter(fn.args)
+    for p, group in zip(params, flat):
+        values = [next(args) for _ in group]
+        elem = SCALARS[p["dtype"]]
+        if p["kind"] == "scalar":
+            entry.scalars[p["name"]] = from_memory(entry.alloca_builder, values[0], elem)
+            continue
+        data = values[0]
+        if p["kind"] != "atomic_slice":
+            data.add_attribute("noalias")
+        if p["kind"] in SLICE_KINDS:
+            entry.arrays[p["name"]] = ArrayArg(data, [values[1]], [I64(1)], elem)
+        else:
+            rank = p["rank"]
+            entry.arrays[p["name"]] = ArrayArg(data, values[1:1 + rank], values[1 + rank:], elem)
+    for q in trailing:
+        entry.trailing[q.name] = next(args)
+    _annotate(module, fn, reqntid, min_blocks)
+    return entry
+
+
+def _annotate(module: lir.Module, fn: lir.Function, reqntid: Sequence[int] | None, min_blocks: int | None) -> None:
+    nodes = []
+    for axis, n in zip("xyz", reqntid or ()):
+        nodes.append(module.add_metadata([fn, lir.MetaDataString(module, f"reqntid{axis}"), I32(n)]))
+    if min_blocks:
+        nodes.append(module.add_metadata([fn, lir.MetaDataString(module, "minctasm"), I32(min_blocks)]))
+    if nodes:
+        annotations = module.add_named_metadata("nvvm.annotations")
+        for node in nodes:
+            annotations.add(node)
