@@ -20,7 +20,8 @@ Partition&&...)``, which returns a move-only pending launch whose
 from __future__ import annotations
 
 from buildtile.interop.abi import DTYPES, mangle
-from buildtile.interop.c_model import Kernel, Param, TileSpecialization
+from buildtile.interop.c_model import Kernel, TileSpecialization
+from buildtile.interop.manifest import ParamRecord
 from buildtile.interop.c_requires import relation_check
 from buildtile.interop.c_syntax import (
     CPP_TYPE,
@@ -45,7 +46,7 @@ def tile_extents(kernel: Kernel) -> int:
 
 def tile_comment(kernel: Kernel) -> str:
     """The kernel's signature, grid and compiled tile shapes, for comments."""
-    params = ", ".join(f"{p.name}: {p.type_name}" for p in kernel.params)
+    params = ", ".join(f"{p.name}: {p.type_text}" for p in kernel.params)
     tile = kernel.tile
     lines = [
         f"{kernel.qualname}({params})",
@@ -92,7 +93,7 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
         # written a tile at a time and must be row-major contiguous
         kind = "BT_KIND_TILE" if p.is_tile_out else "BT_KIND_TENSOR"
         out.append(f"    {{{string_literal(p.name)}, {kind}, {p.rank}, {_ROLES[p.role]}, {code}, {bits}, "
-                   f"{string_literal(p.type_name)}}},")
+                   f"{string_literal(p.type_text)}}},")
     out.append("};")
     grid_buffer = [p.name for p in buffers].index(kernel.tile.grid_param)
     offset = 0  # where the grid output's extents start in a specialization's tile_shape
@@ -195,7 +196,7 @@ def tile_declarations(kernel: Kernel) -> list[str]:
 
 # ----------------------------------------------------------------------------- kernels.hpp
 
-def _cpp_member(p: Param) -> str:
+def _cpp_member(p: ParamRecord) -> str:
     element = CPP_TYPE[p.dtype]
     if p.is_scalar:
         return element
@@ -204,7 +205,7 @@ def _cpp_member(p: Param) -> str:
     return f"buildtile::TileTensor<{element}, {p.rank}>"
 
 
-def _cpp_result(p: Param) -> str:
+def _cpp_result(p: ParamRecord) -> str:
     return CPP_TYPE[p.dtype] if p.is_scalar else f"buildtile::TileTensor<{CPP_TYPE[p.dtype]}, {p.rank}>"
 
 

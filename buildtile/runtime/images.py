@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildtile.errors import BuildtileError, NoImageError
+from buildtile.interop.manifest import ArtifactRecord
 
 _ARCH = re.compile(r"sm_(\d+)(\d)([af]?)")
 
@@ -48,21 +49,20 @@ def parse_arch(target: str) -> tuple[int, int, str] | None:
     return int(match.group(1)), int(match.group(2)), match.group(3)
 
 
-def select_image(record: dict, artifact_dir: Path, capability: tuple[int, int],
-                 package: str = "", device: str = "") -> ImageChoice:
-    """The best image of the kernel ``record`` for a device of ``capability``."""
+def select_image(kernel: str, artifacts: tuple[ArtifactRecord, ...], artifact_dir: Path,
+                 capability: tuple[int, int], package: str = "", device: str = "") -> ImageChoice:
+    """The best of ``artifacts`` (the images of the kernel ``kernel``) for a device of ``capability``."""
     major, minor = capability
-    cubins: dict[str, dict] = {}
-    ptx: tuple[str, dict] | None = None
-    for key, entry in (record.get("artifacts") or {}).items():
-        kind = entry.get("kind", "cubin")
-        if kind == "cubin":
-            cubins[key] = entry
-        elif kind == "ptx":
-            ptx = (entry.get("target") or key, entry)
+    cubins: dict[str, ArtifactRecord] = {}
+    ptx: tuple[str, ArtifactRecord] | None = None
+    for entry in artifacts:
+        if entry.kind == "cubin":
+            cubins[entry.key] = entry
+        elif entry.kind == "ptx":
+            ptx = (entry.target, entry)
 
-    def choice(target: str, entry: dict, kind: str) -> ImageChoice:
-        return ImageChoice(target, kind, artifact_dir / entry["path"], entry.get("sha256"))
+    def choice(target: str, entry: ArtifactRecord, kind: str) -> ImageChoice:
+        return ImageChoice(target, kind, artifact_dir / entry.path, entry.sha256)
 
     arch = f"sm_{major}{minor}"
     for key in (arch, arch + "a", arch + "f"):
@@ -84,9 +84,8 @@ def select_image(record: dict, artifact_dir: Path, capability: tuple[int, int],
     built = [f"{key} (cubin)" for key in sorted(cubins)]
     if ptx is not None:
         built.append(f"PTX for {ptx[0]}")
-    name = record.get("name", "?")
     raise NoImageError(
-        f"no image of kernel `{name}`{f' (package `{package}`)' if package else ''} runs on "
+        f"no image of kernel `{kernel}`{f' (package `{package}`)' if package else ''} runs on "
         f"{device or arch}: the package was built for {', '.join(built) if built else 'no target at all'}",
         help=f'rebuild the package with "{arch}" in `targets` under [tool.buildtile], or with `ptx = true` '
              f"and a lowest target no newer than {arch}",
