@@ -10,10 +10,9 @@ BT-coded message naming the entry.
 
 from __future__ import annotations
 
-import hashlib
 import keyword
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildtile.errors import BuildtileError
@@ -25,8 +24,10 @@ from buildtile.interop.manifest import (
     ParamRecord,
     RequirementRecord,
     SpecializationRecord,
+    TileRecord,
     malformed,
     parse,
+    read_artifact,
 )
 from buildtile.runtime.requires import compile_requirement
 
@@ -43,39 +44,9 @@ class Image:
     data: bytes
 
 
-@dataclass(frozen=True)
-class TileSpecialization:
-    """One compiled tile shape of a Tile kernel: its own entry, block, shared memory and images."""
-
-    tile_shapes: tuple[tuple[str, tuple[int, ...]], ...]   # per tile.Out parameter, in parameter order
-    symbol: str
-    block: tuple[int, int, int]
-    shared_bytes: int
-    images: tuple[Image, ...]
-
-    @property
-    def launcher(self) -> str:
-        return f"bt_{self.symbol}"
-
-    def describe(self) -> str:
-        """``(128,)`` for one output; ``m: (8, 8), s: (8,)`` for several (the Python host's words)."""
-        if len(self.tile_shapes) == 1:
-            return str(self.tile_shapes[0][1])
-        return ", ".join(f"{name}: {shape}" for name, shape in self.tile_shapes)
-
-
-@dataclass(frozen=True)
-class Tile:
-    """What a Tile kernel's record adds: the grid output and the specializations."""
-
-    grid_param: str
-    specializations: tuple[TileSpecialization, ...]
-
-    def compiled(self) -> str:
-        """The compiled tile shapes, as the Python host lists them in BT0600."""
-        if len(self.specializations[0].tile_shapes) == 1:
-            return "tile shapes " + ", ".join(s.describe() for s in self.specializations)
-        return "; ".join(f"({s.describe()})" for s in self.specializations)
+def specialization_launcher(spec: SpecializationRecord) -> str:
+    """The exported C function that launches one specialization of a Tile kernel."""
+    return f"bt_{spec.symbol}"
 
 
 @dataclass(frozen=True)
@@ -91,7 +62,9 @@ class Kernel:
     requires: tuple[RequirementRecord, ...]
     images: tuple[Image, ...]            # exact cubins first, then PTX, newest first
     kind: str = "simt"                   # "tile": see `tile`
-    tile: Tile | None = None             # a Tile kernel's specializations
+    tile: TileRecord | None = None       # a Tile kernel's specializations
+    #: the images of each entry a Tile kernel launches (one per specialization), by its symbol
+    images_of: dict[str, tuple[Image, ...]] = field(default_factory=dict)
     coarsen: int = 1                     # logical blocks per launched block (abi.launch_extras)
 
     @property
@@ -117,14 +90,14 @@ class Kernel:
     def entries(self) -> tuple[tuple[str, tuple[Image, ...]], ...]:
         """(PTX entry name, images holding it) of everything this kernel launches."""
         if self.tile is not None:
-            return tuple((s.symbol, s.images) for s in self.tile.specializations)
+            return tuple((s.symbol, self.images_of[s.symbol]) for s in self.tile.specializations)
         return ((self.symbol, self.images),)
 
     @property
     def exported(self) -> tuple[str, ...]:
         """Every C function the shim exports for this kernel."""
         if self.tile is not None:
-            return (*(s.launcher for s in self.tile.specializations), self.launcher)
+            return (*(specialization_launcher(s) for s in self.tile.specializations), self.launcher)
         return (self.launcher,)
 
 
@@ -167,14 +140,12 @@ def _c_kernel(record: KernelRecord, package_out: Path) -> Kernel:
     params = record.param_dicts()
     for relation in record.contract.requires:
         compile_requirement(relation.as_dict(), params, where)
-    contract = record.contract
-    tile = None
-    if record.tile is not None:
-        for spec in record.tile.specializations:
-            if not _IDENTIFIER.fullmatch(spec.symbol):
-                raise malformed(where, f"symbol {spec.symbol!r} is not an ASCII identifier usable in C")
-        tile = Tile(record.tile.grid_param,
-                    tuple(_c_specialization(s, package_out, where) for s in record.tile.specializations))
+    contract, tile = record.contract, record.tile
+    images_of = {}
+    for spec in tile.specializations if tile else ():
+        if not _IDENTIFIER.fullmatch(spec.symbol):
+            raise malformed(where, f"symbol {spec.symbol!r} is not an ASCII identifier usable in C")
+        images_of[spec.symbol] = _read_images(spec.artifacts, package_out, f"{where}, specialization {spec.describe()}")
     min_cc = contract.min_compute_capability
     return Kernel(
         name=record.name,
@@ -186,17 +157,12 @@ def _c_kernel(record: KernelRecord, package_out: Path) -> Kernel:
         dynamic_shared=contract.dynamic_shared,
         min_cc=10 * min_cc[0] + min_cc[1] if min_cc is not None else None,
         requires=contract.requires,
-        images=tile.specializations[0].images if tile else _read_images(record.artifacts, package_out, where),
+        images=images_of[tile.specializations[0].symbol] if tile else _read_images(record.artifacts, package_out, where),
         kind=record.kind,
         tile=tile,
         coarsen=contract.coarsen,
+        images_of=images_of,
     )
-
-
-def _c_specialization(spec: SpecializationRecord, package_out: Path, where: str) -> TileSpecialization:
-    where = f"{where}, specialization {spec.describe()}"
-    return TileSpecialization(spec.tile_shapes, spec.symbol, spec.block, spec.shared_bytes,
-                              _read_images(spec.artifacts, package_out, where))
 
 
 def _read_images(artifacts: tuple[ArtifactRecord, ...], package_out: Path, where: str) -> tuple[Image, ...]:
@@ -213,7 +179,9 @@ def _read_images(artifacts: tuple[ArtifactRecord, ...], package_out: Path, where
             cc=art.compute_capability,
             arch_specific=art.arch_specific,
             path=art.path,
-            data=_read_artifact(art, package_out, f"{where}, artifact {art.key!r}"),
+            data=read_artifact(package_out / art.path, art.sha256, f"{where}, artifact {art.key!r}: "
+                               f"{package_out / art.path}",
+                               "the C ABI is emitted after the kernels are compiled; rebuild the package"),
         )
         for art in artifacts
     ]
@@ -221,22 +189,3 @@ def _read_images(artifacts: tuple[ArtifactRecord, ...], package_out: Path, where
     # before sm_90f, and newest first (it takes the first that fits each rule)
     images.sort(key=lambda im: (im.kind == "ptx", im.target[-1] if im.arch_specific else "", -im.cc))
     return tuple(images)
-
-
-def _read_artifact(art: ArtifactRecord, package_out: Path, where: str) -> bytes:
-    path = package_out / art.path
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise BuildtileError(
-            f"{where}: {path} cannot be read: {exc}",
-            code="BT0623",
-            help="the C ABI is emitted after the kernels are compiled; rebuild the package",
-        ) from None
-    if art.sha256 and hashlib.sha256(data).hexdigest() != art.sha256:
-        raise BuildtileError(
-            f"{where}: {path} does not match the sha256 recorded in the manifest",
-            code="BT0623",
-            help="an artifact changed after the manifest was written; rebuild the package",
-        )
-    return data

@@ -20,8 +20,8 @@ Partition&&...)``, which returns a move-only pending launch whose
 from __future__ import annotations
 
 from buildtile.interop.abi import DTYPES, mangle
-from buildtile.interop.c_model import Kernel, TileSpecialization
-from buildtile.interop.manifest import ParamRecord
+from buildtile.interop.c_model import Kernel, specialization_launcher
+from buildtile.interop.manifest import ParamRecord, SpecializationRecord
 from buildtile.interop.c_requires import relation_check
 from buildtile.interop.c_syntax import (
     CPP_TYPE,
@@ -58,8 +58,8 @@ def tile_comment(kernel: Kernel) -> str:
     return "\n".join(lines)
 
 
-def spec_prototype(kernel: Kernel, spec: TileSpecialization, *, arg_prefix: str = "") -> str:
-    return f"int {spec.launcher}({', '.join(_c_args(kernel, arg_prefix))})"
+def spec_prototype(kernel: Kernel, spec: SpecializationRecord, *, arg_prefix: str = "") -> str:
+    return f"int {specialization_launcher(spec)}({', '.join(_c_args(kernel, arg_prefix))})"
 
 
 def dispatcher_prototype(kernel: Kernel, *, arg_prefix: str = "") -> str:
@@ -164,7 +164,7 @@ def _dispatcher(i: int, kernel: Kernel) -> list[str]:
         ]
     for s, spec in enumerate(kernel.tile.specializations):
         out += [f"    if (bt_tile_shape_is(tile_shape, bt_tiles_{i}_{s}, {n}))",
-                f"        return {spec.launcher}({forwarded});"]
+                f"        return {specialization_launcher(spec)}({forwarded});"]
     out += [
         (f"    return bt_tile_unknown_shape({string_literal(kernel.qualname)}, bt_outs_{i}, bt_out_ranks_{i}, "
          f"{len(outs)}, tile_shape, {string_literal(kernel.tile.compiled())});"),

@@ -89,6 +89,7 @@ one BT0621 naming the file and the key (``.../manifest.json: kernels[0]
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -164,6 +165,18 @@ def malformed(where: str, problem: str) -> BuildtileError:
         code="BT0621",
         help="the manifest is written by the build; rebuild the package with this buildtile",
     )
+
+
+def read_artifact(path: Path, sha256: str | None, what: str, fix: str) -> bytes:
+    """The bytes of the image at ``path``, checked against its recorded ``sha256``; BT0623 (``what``
+    names the image, ``fix`` says how to repair it) when it cannot be read or does not match."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BuildtileError(f"{what} cannot be read: {exc}", code="BT0623", help=fix) from None
+    if sha256 and hashlib.sha256(data).hexdigest() != sha256:
+        raise BuildtileError(f"{what} does not match the sha256 recorded in the manifest", code="BT0623", help=fix)
+    return data
 
 
 def _unknown_to_abi(where: str, problem: str) -> BuildtileError:
@@ -389,10 +402,10 @@ def _kernel(raw: object, where: str) -> KernelRecord:
         raise malformed(where, "two parameters share a name")
     for p in params:
         if kind == "tile" and p.kind not in TILE_PARAM_KINDS:
-            raise malformed(f"{where}, params[{p.index}]",
+            raise malformed(f"{where}, params[{p.index}] (`{p.name}`)",
                             f"parameter `{p.name}` has kind {p.kind!r}, which tile kernels do not take")
         if kind != "tile" and p.is_tile_out:
-            raise _unknown_to_abi(f"{where}, params[{p.index}]",
+            raise _unknown_to_abi(f"{where}, params[{p.index}] (`{p.name}`)",
                                   f"parameter `{p.name}` of a {kind} kernel has kind 'tile_out', which kernel "
                                   "ABI v1 does not define outside tile kernels")
     contract = _contract(raw.get("contract"), params, f"{where}, contract")

@@ -15,13 +15,12 @@ Order of preference, as the CUDA toolchain's own loader does it:
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildtile.errors import BuildtileError, NoImageError
-from buildtile.interop.manifest import ArtifactRecord
+from buildtile.errors import NoImageError
+from buildtile.interop.manifest import ArtifactRecord, read_artifact
 
 _ARCH = re.compile(r"sm_(\d+)(\d)([af]?)")
 
@@ -94,21 +93,8 @@ def select_image(kernel: str, artifacts: tuple[ArtifactRecord, ...], artifact_di
 
 def read_image(choice: ImageChoice, kernel: str) -> bytes:
     """The image's bytes, checked against the manifest's sha256; PTX gets its NUL terminator."""
-    try:
-        data = choice.path.read_bytes()
-    except OSError as exc:
-        raise BuildtileError(
-            f"the {choice.describe()} of kernel `{kernel}` cannot be read: {exc}",
-            code="BT0623",
-            help="the installed package is incomplete; reinstall it",
-        ) from None
-    if choice.sha256 and hashlib.sha256(data).hexdigest() != choice.sha256:
-        raise BuildtileError(
-            f"the {choice.describe()} of kernel `{kernel}` at {choice.path} does not match the "
-            "sha256 recorded in the package manifest",
-            code="BT0623",
-            help="the installed package was modified or damaged; reinstall it",
-        )
+    data = read_artifact(choice.path, choice.sha256, f"the {choice.describe()} of kernel `{kernel}` at {choice.path}",
+                         "the installed package is incomplete or was modified; reinstall it")
     if choice.jit and not data.endswith(b"\0"):
         data += b"\0"  # cuModuleLoadData reads PTX as a C string
     return data
