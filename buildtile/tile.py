@@ -43,7 +43,7 @@ def kernel(fn: Callable | None = None, *, specialize: Sequence[Mapping[str, Sequ
     """
 
     def wrap(pyfunc: Callable):
-        from buildtile.runtime.tile_kernel import TileKernel
+        from buildtile.runtime.tile.kernel import TileKernel
 
         return TileKernel(pyfunc)
 
@@ -52,14 +52,14 @@ def kernel(fn: Callable | None = None, *, specialize: Sequence[Mapping[str, Sequ
 
 def partition(array: object, tile_shape):
     """``tile.partition(z, [128])``: the output ``z`` cut into tiles, for a ``tile.Out`` parameter."""
-    from buildtile.runtime.tile_partition import partition as make_partition
+    from buildtile.runtime.tile.handles import partition as make_partition
 
     return make_partition(array, tile_shape)
 
 
 def tensor(array: object, *, name: str | None = None):
     """``tile.tensor(x)``: an owned handle over ``x`` that launches move and give back."""
-    from buildtile.runtime.tile_tensor import tensor as make_tensor
+    from buildtile.runtime.tile.handles import tensor as make_tensor
 
     return make_tensor(array, name=name)
 

@@ -339,7 +339,7 @@ def test_python_and_c_word_the_unknown_tile_shape_alike(shim, make_kernel_packag
     from tile_support import make_tile_package
 
     from buildtile.errors import ContractError
-    from buildtile.runtime.tile_partition import partition
+    from buildtile.runtime.tile.handles import partition
 
     ops = make_tile_package(make_kernel_package, {"add": dict(
         params=[("x", "tensor", "f32", 1), ("y", "tensor", "f32", 1), ("z", "tile_out", "f32", 1)],

@@ -99,7 +99,7 @@ TILE_KERNELS = [
 def _stub_module(decorator: str, kernels: list[dict]) -> str:
     """Kernel stubs the Python host binds to the manifest by module and name (never compiled here)."""
     head = ("from buildtile import simt\n\n" if decorator == "simt.kernel"
-            else "from buildtile.runtime.tile_kernel import TileKernel\n\n")
+            else "from buildtile.runtime.tile.kernel import TileKernel\n\n")
     return head + "".join(f"@{decorator}\ndef {k['name']}({', '.join(p['name'] for p in k['params'])}):\n"
                           "    pass\n\n\n" for k in kernels)
 

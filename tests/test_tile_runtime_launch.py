@@ -23,10 +23,11 @@ from buildtile.errors import (
 )
 from buildtile.interop.abi import PARAM_KINDS, kernel_params
 from buildtile.runtime.testing import FakeCudaArray
-from buildtile.runtime.tile_kernel import TileKernel
-from buildtile.runtime.tile_launch import PendingLaunch
-from buildtile.runtime.tile_partition import Partition, partition, tile_grid
-from buildtile.runtime.tile_tensor import TileTensor, is_moved, tensor
+from buildtile.runtime.tile.kernel import TileKernel
+from buildtile.runtime.tile.launch import PendingLaunch
+from buildtile.runtime.tile.grid import tile_grid
+from buildtile.runtime.tile.handles import Partition, partition
+from buildtile.runtime.tile.handles import TileTensor, is_moved, tensor
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import pytest
 from tile_support import TILE_KERNELS, make_tile_package
 
 from buildtile.errors import MovedError
-from buildtile.runtime.tile_partition import partition
-from buildtile.runtime.tile_tensor import TileTensor, is_moved, tensor
+from buildtile.runtime.tile.handles import partition
+from buildtile.runtime.tile.handles import TileTensor, is_moved, tensor
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ def make_tile_package(make_kernel_package, kernels: dict, *, targets=("sm_90",),
     """
     from conftest import requires_tree
 
-    source = "from buildtile.runtime.tile_kernel import TileKernel\n\n" + "".join(
+    source = "from buildtile.runtime.tile.kernel import TileKernel\n\n" + "".join(
         f"@TileKernel\ndef {kernel}({', '.join(p[0] for p in spec['params'])}):\n    pass\n\n\n"
         for kernel, spec in kernels.items()
     )

@@ -11,7 +11,8 @@ launcher's status and message. Tile kernels get move-aware wrappers instead
 from __future__ import annotations
 
 from buildtile import __version__
-from buildtile.interop.c_model import Kernel, Package, Param
+from buildtile.interop.c_model import Kernel, Package
+from buildtile.interop.manifest import ParamRecord
 from buildtile.interop.c_syntax import (
     CPP_TYPE,
     block_comment,
@@ -119,7 +120,7 @@ def _namespace(kernel: Kernel, package: Package) -> str | None:
     return "::".join(identifier(p) for p in parts) or None
 
 
-def _cpp_param(param: Param) -> str:
+def _cpp_param(param: ParamRecord) -> str:
     element, name = CPP_TYPE[param.dtype], param_identifier(param.name)
     if param.is_scalar:
         return f"{element} {name}"
@@ -170,6 +171,6 @@ def _cpp_kernel(kernel: Kernel, package: str) -> list[str]:
     return out
 
 
-def _scalar_arg(param: Param) -> str:
+def _scalar_arg(param: ParamRecord) -> str:
     name = param_identifier(param.name)
     return f"{name}.bits" if param.dtype in ("f16", "bf16") else name

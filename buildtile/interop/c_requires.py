@@ -16,8 +16,9 @@ cannot fail.
 
 from __future__ import annotations
 
-from buildtile.interop.c_model import Kernel, Requirement
+from buildtile.interop.c_model import Kernel
 from buildtile.interop.c_syntax import string_literal
+from buildtile.interop.manifest import RequirementRecord
 
 INT64_MIN = -(2**63)
 
@@ -93,7 +94,7 @@ def expression(expr: dict, local_of: dict[tuple, str]) -> str:
     return f"{_HELPERS[expr['fn']]}({lhs}, {rhs}, &bad)"
 
 
-def relation_check(req: Requirement, kernel: Kernel, kernel_var: str, arg_prefix: str) -> str:
+def relation_check(req: RequirementRecord, kernel: Kernel, kernel_var: str, arg_prefix: str) -> str:
     """A C block that returns the BT0600 failure when ``req`` does not hold."""
     terms = leaves(req.expr)
     local_of = {leaf_key(leaf): f"v{i}" for i, leaf in enumerate(terms)}

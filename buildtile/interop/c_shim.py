@@ -118,7 +118,7 @@ def _kernel(i: int, kernel: Kernel, module: int, index: int) -> str:
             kind = _KINDS["slice" if p.is_slice else "tensor"]
             out.append(
                 f"    {{{string_literal(p.name)}, {kind}, {p.rank}, {_ROLES[p.role]}, {code}, {bits}, "
-                f"{string_literal(p.type_name)}}},"
+                f"{string_literal(p.type_text)}}},"
             )
         out.append("};")
     block = kernel.block or (0, 0, 0)

@@ -7,7 +7,8 @@ generators so a launcher is declared and defined from one description.
 from __future__ import annotations
 
 from buildtile.interop.abi import kernel_params
-from buildtile.interop.c_model import Kernel, Param
+from buildtile.interop.c_model import Kernel
+from buildtile.interop.manifest import ParamRecord
 
 #: launchers name their arguments p_<name>, so no parameter can shadow a local
 LAUNCHER_ARG_PREFIX = "p_"
@@ -101,7 +102,7 @@ def block_comment(text: str, indent: str = "") -> str:
     return f"{indent}/*\n{body}\n{indent} */"
 
 
-def c_parameter(param: Param) -> str:
+def c_parameter(param: ParamRecord) -> str:
     """The type and name a launcher declares for one kernel parameter."""
     if param.is_scalar:
         return f"{C_SCALAR[param.dtype]} {param_identifier(param.name)}"
@@ -125,7 +126,7 @@ def launcher_prototype(kernel: Kernel, *, arg_prefix: str = "") -> str:
 
 def signature_comment(kernel: Kernel) -> str:
     """``example_kernels.ops.vecadd(a: Slice[f32], ...)`` plus its contract, for comments."""
-    params = ", ".join(f"{p.name}: {p.type_name}" for p in kernel.params)
+    params = ", ".join(f"{p.name}: {p.type_text}" for p in kernel.params)
     lines = [f"{kernel.qualname}({params})"]
     if kernel.block is None:
         lines.append("no launch contract: launched with the caller's block, outside the safety checks of a contract")

@@ -20,7 +20,8 @@ Partition&&...)``, which returns a move-only pending launch whose
 from __future__ import annotations
 
 from buildtile.interop.abi import DTYPES, mangle
-from buildtile.interop.c_model import Kernel, Param, TileSpecialization
+from buildtile.interop.c_model import Kernel, specialization_launcher
+from buildtile.interop.manifest import ParamRecord, SpecializationRecord
 from buildtile.interop.c_requires import relation_check
 from buildtile.interop.c_syntax import (
     CPP_TYPE,
@@ -45,7 +46,7 @@ def tile_extents(kernel: Kernel) -> int:
 
 def tile_comment(kernel: Kernel) -> str:
     """The kernel's signature, grid and compiled tile shapes, for comments."""
-    params = ", ".join(f"{p.name}: {p.type_name}" for p in kernel.params)
+    params = ", ".join(f"{p.name}: {p.type_text}" for p in kernel.params)
     tile = kernel.tile
     lines = [
         f"{kernel.qualname}({params})",
@@ -57,8 +58,8 @@ def tile_comment(kernel: Kernel) -> str:
     return "\n".join(lines)
 
 
-def spec_prototype(kernel: Kernel, spec: TileSpecialization, *, arg_prefix: str = "") -> str:
-    return f"int {spec.launcher}({', '.join(_c_args(kernel, arg_prefix))})"
+def spec_prototype(kernel: Kernel, spec: SpecializationRecord, *, arg_prefix: str = "") -> str:
+    return f"int {specialization_launcher(spec)}({', '.join(_c_args(kernel, arg_prefix))})"
 
 
 def dispatcher_prototype(kernel: Kernel, *, arg_prefix: str = "") -> str:
@@ -92,7 +93,7 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
         # written a tile at a time and must be row-major contiguous
         kind = "BT_KIND_TILE" if p.is_tile_out else "BT_KIND_TENSOR"
         out.append(f"    {{{string_literal(p.name)}, {kind}, {p.rank}, {_ROLES[p.role]}, {code}, {bits}, "
-                   f"{string_literal(p.type_name)}}},")
+                   f"{string_literal(p.type_text)}}},")
     out.append("};")
     grid_buffer = [p.name for p in buffers].index(kernel.tile.grid_param)
     offset = 0  # where the grid output's extents start in a specialization's tile_shape
@@ -163,7 +164,7 @@ def _dispatcher(i: int, kernel: Kernel) -> list[str]:
         ]
     for s, spec in enumerate(kernel.tile.specializations):
         out += [f"    if (bt_tile_shape_is(tile_shape, bt_tiles_{i}_{s}, {n}))",
-                f"        return {spec.launcher}({forwarded});"]
+                f"        return {specialization_launcher(spec)}({forwarded});"]
     out += [
         (f"    return bt_tile_unknown_shape({string_literal(kernel.qualname)}, bt_outs_{i}, bt_out_ranks_{i}, "
          f"{len(outs)}, tile_shape, {string_literal(kernel.tile.compiled())});"),
@@ -195,7 +196,7 @@ def tile_declarations(kernel: Kernel) -> list[str]:
 
 # ----------------------------------------------------------------------------- kernels.hpp
 
-def _cpp_member(p: Param) -> str:
+def _cpp_member(p: ParamRecord) -> str:
     element = CPP_TYPE[p.dtype]
     if p.is_scalar:
         return element
@@ -204,7 +205,7 @@ def _cpp_member(p: Param) -> str:
     return f"buildtile::TileTensor<{element}, {p.rank}>"
 
 
-def _cpp_result(p: Param) -> str:
+def _cpp_result(p: ParamRecord) -> str:
     return CPP_TYPE[p.dtype] if p.is_scalar else f"buildtile::TileTensor<{CPP_TYPE[p.dtype]}, {p.rank}>"
 
 

@@ -76,19 +76,42 @@ Python host and the C shim (over int64):
 - ``{"op": "bin", "fn": "+|-|*|//|%", "lhs": E, "rhs": E}``
 - ``{"op": "cmp", "fn": "==|!=|<|<=|>|>=", "lhs": E, "rhs": E}``
 - ``{"op": "and" | "or", "args": [E, ...]}``, ``{"op": "not", "arg": E}``
+
+:func:`read` (or :func:`parse`, for a manifest already in memory) checks the
+whole format once and returns a :class:`PackageManifest` of frozen records;
+every reader (the Python host, the C shim generator) works from that. What
+the format leaves to a reader stays with it: the Python host compiles the
+``requires`` trees and checks CUDA's limits, the C generator checks that
+names are C identifiers and reads the images' bytes. A malformed manifest is
+one BT0621 naming the file and the key (``.../manifest.json: kernels[0]
+(`ops.vecadd`), params[1] (`c`): unknown dtype 'f8'``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from buildtile.errors import BuildtileError
-from buildtile.interop.abi import ABI_VERSION
+from buildtile.interop.abi import ABI_VERSION, DTYPES, PARAM_KINDS, SLICE_KINDS, spell_type
 
 MANIFEST_VERSION = 1
 MANIFEST_DIR = "_buildtile"
 MANIFEST_NAME = "manifest.json"
+
+#: the highest array rank a kernel takes (BT_MAX_RANK in bt_runtime.h)
+MAX_RANK = 8
+#: the parameter kinds a Tile kernel takes
+TILE_PARAM_KINDS = ("tensor", "tile_out", "scalar")
+#: a tile grid maps at most three output axes onto grid x, y, z
+MAX_TILE_GRID_RANK = 3
+ROLES = ("in", "out", "inout")
+ARTIFACT_KINDS = ("cubin", "ptx")
+_TARGET = re.compile(r"sm_(\d+)([af]?)")
+_COMPUTE_CAPABILITY = re.compile(r"(?:sm_|compute_)?(\d+)(?:\.(\d+))?[af]?")
 
 
 def manifest_path(package_dir: str | Path) -> Path:
@@ -101,7 +124,7 @@ def dumps(manifest: dict) -> str:
 
 
 def load(path: str | Path) -> dict:
-    """Read and check a manifest; a wrong ABI or manifest version is a clear error."""
+    """Read a manifest's JSON and check its versions; a wrong ABI or manifest version is a clear error."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -113,8 +136,15 @@ def load(path: str | Path) -> dict:
         ) from None
     except json.JSONDecodeError as exc:
         raise BuildtileError(f"{path} is not valid JSON: {exc}", code="BT0621") from None
+    if not isinstance(data, dict):
+        raise malformed(str(path), "expected a JSON object")
     check_versions(data, str(path))
     return data
+
+
+def read(path: str | Path) -> PackageManifest:
+    """:func:`load` the manifest at ``path`` and :func:`parse` it."""
+    return parse(load(path), str(path))
 
 
 def check_versions(data: dict, where: str) -> None:
@@ -128,13 +158,6 @@ def check_versions(data: dict, where: str) -> None:
         )
 
 
-def find_kernel(manifest: dict, module: str, name: str) -> dict | None:
-    for k in manifest["kernels"]:
-        if k["module"] == module and k["name"] == name:
-            return k
-    return None
-
-
 def malformed(where: str, problem: str) -> BuildtileError:
     """The error for a manifest entry that does not follow this format."""
     return BuildtileError(
@@ -142,3 +165,416 @@ def malformed(where: str, problem: str) -> BuildtileError:
         code="BT0621",
         help="the manifest is written by the build; rebuild the package with this buildtile",
     )
+
+
+def read_artifact(path: Path, sha256: str | None, what: str, fix: str) -> bytes:
+    """The bytes of the image at ``path``, checked against its recorded ``sha256``; BT0623 (``what``
+    names the image, ``fix`` says how to repair it) when it cannot be read or does not match."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BuildtileError(f"{what} cannot be read: {exc}", code="BT0623", help=fix) from None
+    if sha256 and hashlib.sha256(data).hexdigest() != sha256:
+        raise BuildtileError(f"{what} does not match the sha256 recorded in the manifest", code="BT0623", help=fix)
+    return data
+
+
+def _unknown_to_abi(where: str, problem: str) -> BuildtileError:
+    """The error for a record this ABI has no meaning for (built by another buildtile)."""
+    return BuildtileError(
+        f"{where}: {problem}",
+        code="BT0622",
+        help="build the package with the buildtile that compiled its kernels",
+    )
+
+
+# ----------------------------------------------------------------------------- the records
+
+@dataclass(frozen=True)
+class ParamRecord:
+    """One declared kernel parameter."""
+
+    index: int
+    name: str
+    kind: str          # a key of abi.PARAM_KINDS
+    dtype: str         # a key of abi.DTYPES
+    rank: int          # 0 for scalars, 1 for slices
+    role: str          # "in", "out" or "inout"
+
+    @property
+    def is_array(self) -> bool:
+        return self.kind != "scalar"
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.kind == "scalar"
+
+    @property
+    def is_slice(self) -> bool:
+        return self.kind in SLICE_KINDS
+
+    @property
+    def is_tile_out(self) -> bool:
+        return self.kind == "tile_out"
+
+    @property
+    def writes(self) -> bool:
+        """Whether the kernel may write it (what the aliasing rule protects)."""
+        return self.role in ("out", "inout")
+
+    @property
+    def type_text(self) -> str:
+        """As written in kernel source: ``f32``, ``Slice[f32]``, ``Tensor[f32, 2]``, ``tile.Out[f32, 1]``."""
+        return spell_type(self.kind, self.dtype, self.rank)
+
+    def as_dict(self) -> dict:
+        """The manifest's own form of the parameter (what abi.kernel_params and requires.py read)."""
+        return {"name": self.name, "kind": self.kind, "dtype": self.dtype, "rank": self.rank, "role": self.role}
+
+
+@dataclass(frozen=True)
+class RequirementRecord:
+    text: str          # as written in the decorator
+    expr: dict         # the tree; its meaning is checked by the reader that compiles it (requires.py)
+
+    def as_dict(self) -> dict:
+        return {"text": self.text, "expr": self.expr}
+
+
+@dataclass(frozen=True)
+class ContractRecord:
+    block: tuple[int, int, int] | None          # None: no contract, unsafe launch only
+    index_dims: int                             # 0 to 3
+    min_blocks: int | None
+    dynamic_shared: int                         # bytes
+    min_compute_capability: tuple[int, int] | None
+    requires: tuple[RequirementRecord, ...]
+    coarsen: int = 1                            # logical blocks per launched block (abi.launch_extras)
+
+
+@dataclass(frozen=True)
+class ArtifactRecord:
+    """One compiled image of an entry."""
+
+    key: str           # its key in ``artifacts``: "sm_90", "ptx"
+    kind: str          # "cubin" or "ptx"
+    target: str        # "sm_90", "sm_90a"; a PTX image's lowest target
+    path: str          # relative to _buildtile/
+    sha256: str | None
+
+    @property
+    def compute_capability(self) -> int:
+        """``10 * major + minor`` of the target."""
+        return int(_TARGET.fullmatch(self.target).group(1))  # type: ignore[union-attr]
+
+    @property
+    def arch_specific(self) -> bool:
+        """An ``sm_90a`` / ``sm_90f`` target (runs only on its own family)."""
+        return bool(_TARGET.fullmatch(self.target).group(2))  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True)
+class SpecializationRecord:
+    """One compiled tile shape of a Tile kernel: its own entry, block, shared memory and images."""
+
+    tile_shapes: tuple[tuple[str, tuple[int, ...]], ...]   # per tile.Out parameter, in parameter order
+    symbol: str
+    block: tuple[int, int, int]
+    shared_bytes: int
+    artifacts: tuple[ArtifactRecord, ...]
+
+    def tile_shape_of(self, param: str) -> tuple[int, ...]:
+        return dict(self.tile_shapes)[param]
+
+    def describe(self) -> str:
+        """``(128,)`` for one output; ``m: (8, 8), s: (8,)`` for several."""
+        if len(self.tile_shapes) == 1:
+            return str(self.tile_shapes[0][1])
+        return ", ".join(f"{name}: {shape}" for name, shape in self.tile_shapes)
+
+
+@dataclass(frozen=True)
+class TileRecord:
+    """What a Tile kernel's record adds: the grid output and the specializations."""
+
+    grid_param: str
+    specializations: tuple[SpecializationRecord, ...]
+
+    def compiled(self) -> str:
+        """The compiled tile shapes, for messages: ``tile shapes (128,), (256,)``."""
+        if len(self.specializations[0].tile_shapes) == 1:
+            return "tile shapes " + ", ".join(s.describe() for s in self.specializations)
+        return "; ".join(f"({s.describe()})" for s in self.specializations)
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    name: str          # "vecadd"
+    module: str        # "example_kernels.ops"
+    symbol: str        # PTX entry name (a Tile kernel's: its first specialization's)
+    kind: str          # "simt" or "tile": the backend that compiled it
+    params: tuple[ParamRecord, ...]
+    contract: ContractRecord
+    artifacts: tuple[ArtifactRecord, ...]   # a Tile kernel's: its first specialization's
+    tile: TileRecord | None                 # a Tile kernel's specializations
+    bounds_sites: tuple                     # debug builds: what each checked read is (bounds.py)
+    where: str                              # file and key, for the messages of readers
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module}.{self.name}"
+
+    @property
+    def outs(self) -> tuple[ParamRecord, ...]:
+        return tuple(p for p in self.params if p.is_tile_out)
+
+    @property
+    def entries(self) -> tuple[tuple[str, tuple[ArtifactRecord, ...]], ...]:
+        """(PTX entry name, its images) of everything this kernel launches."""
+        if self.tile is not None:
+            return tuple((s.symbol, s.artifacts) for s in self.tile.specializations)
+        return ((self.symbol, self.artifacts),)
+
+    def param_dicts(self) -> list[dict]:
+        return [p.as_dict() for p in self.params]
+
+
+@dataclass(frozen=True)
+class PackageManifest:
+    source: str                 # the file it was read from, for messages
+    package: str
+    package_version: str | None
+    checks: str                 # "release" or "debug"
+    kernels: tuple[KernelRecord, ...]
+
+    @property
+    def debug(self) -> bool:
+        return self.checks == "debug"
+
+    def kernel(self, module: str, name: str) -> KernelRecord | None:
+        for k in self.kernels:
+            if k.module == module and k.name == name:
+                return k
+        return None
+
+
+# ----------------------------------------------------------------------------- parsing
+
+def parse(data: dict, source: str) -> PackageManifest:
+    """Check a whole manifest against this format; ``source`` names it in messages (its path)."""
+    check_versions(data, source)
+    package = data.get("package")
+    if not isinstance(package, str) or not package:
+        raise malformed(f"{source}: package", f"{package!r} is not a package name")
+    kernels = data.get("kernels")
+    if not isinstance(kernels, list):
+        raise malformed(f"{source}: kernels", "expected a list")
+    read_kernels = tuple(_kernel(k, f"{source}: kernels[{i}]") for i, k in enumerate(kernels))
+    seen: set[str] = set()
+    for k in read_kernels:
+        for symbol, _ in k.entries:
+            if symbol in seen:
+                raise malformed(k.where, f"two kernels share the PTX entry name {symbol!r}")
+            seen.add(symbol)
+    version = data.get("package_version")
+    checks = data.get("checks") or "release"
+    return PackageManifest(source, package, str(version) if version else None, str(checks), read_kernels)
+
+
+def _kernel(raw: object, where: str) -> KernelRecord:
+    if not isinstance(raw, dict):
+        raise malformed(where, "expected an object")
+    for key in ("name", "module", "symbol"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise malformed(where, f"{key!r} is missing or not a string")
+    name, module, symbol = raw["name"], raw["module"], raw["symbol"]
+    if not symbol.isidentifier() or not all(part.isidentifier() for part in [name, *module.split(".")]):
+        raise malformed(where, "its name, module or symbol is not an identifier")
+    where = f"{where} (`{module}.{name}`)"
+    kind = raw.get("kind", "simt")
+    if kind not in ("simt", "tile"):
+        raise _unknown_to_abi(where, f"kind {kind!r} is not a kernel kind this buildtile launches")
+    raw_params = raw.get("params") or []
+    if not isinstance(raw_params, list):
+        raise malformed(where, "params is not a list")
+    params = tuple(_param(p, i, where) for i, p in enumerate(raw_params))
+    if len({p.name for p in params}) != len(params):
+        raise malformed(where, "two parameters share a name")
+    for p in params:
+        if kind == "tile" and p.kind not in TILE_PARAM_KINDS:
+            raise malformed(f"{where}, params[{p.index}] (`{p.name}`)",
+                            f"parameter `{p.name}` has kind {p.kind!r}, which tile kernels do not take")
+        if kind != "tile" and p.is_tile_out:
+            raise _unknown_to_abi(f"{where}, params[{p.index}] (`{p.name}`)",
+                                  f"parameter `{p.name}` of a {kind} kernel has kind 'tile_out', which kernel "
+                                  "ABI v1 does not define outside tile kernels")
+    contract = _contract(raw.get("contract"), params, f"{where}, contract")
+    tile = _tile(raw.get("tile"), params, f"{where}, tile") if kind == "tile" else None
+    artifacts = tile.specializations[0].artifacts if tile else _artifacts(raw.get("artifacts"), f"{where}, artifacts")
+    sites = raw.get("bounds_sites") or []
+    if not isinstance(sites, list):
+        raise malformed(f"{where}, bounds_sites", "expected a list")
+    return KernelRecord(name, module, symbol, kind, params, contract, artifacts, tile, tuple(sites), where)
+
+
+def _param(raw: object, index: int, kernel: str) -> ParamRecord:
+    where = f"{kernel}, params[{index}]"
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"].isidentifier():
+        raise malformed(where, "expected an object with an identifier for a name")
+    name, kind, dtype = raw["name"], raw.get("kind"), raw.get("dtype")
+    where = f"{where} (`{name}`)"
+    if kind not in PARAM_KINDS:
+        raise malformed(where, f"parameter `{name}` has kind {kind!r}, which kernel ABI v1 does not define "
+                               f"(known kinds: {', '.join(PARAM_KINDS)}); this buildtile cannot pass it")
+    if dtype not in DTYPES:
+        raise malformed(where, f"parameter `{name}` has unknown dtype {dtype!r}")
+    if kind == "scalar":
+        rank = 0
+    elif kind in SLICE_KINDS:
+        rank = 1
+    else:
+        rank = raw.get("rank", 1)
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank <= MAX_RANK:
+            raise malformed(where, f"parameter `{name}` has rank {rank!r}; kernels take arrays of rank 0 to "
+                                   f"{MAX_RANK}")
+    role = raw.get("role") or PARAM_KINDS[kind]
+    if role not in ROLES:
+        raise malformed(where, f"parameter `{name}` has unknown role {role!r}")
+    return ParamRecord(index, name, kind, dtype, rank, role)
+
+
+def _contract(raw: object, params: tuple[ParamRecord, ...], where: str) -> ContractRecord:
+    raw = raw if raw is not None else {}
+    if not isinstance(raw, dict):
+        raise malformed(where, "expected an object")
+    block = _block(raw.get("block"), f"{where}.block", "contract.block")
+    index_dims = raw.get("index_dims") or 0
+    if index_dims not in (0, 1, 2, 3) or isinstance(index_dims, bool):
+        raise malformed(f"{where}.index_dims", f"contract.index_dims is {index_dims!r}; expected 0 to 3")
+    min_blocks = raw.get("min_blocks")
+    if min_blocks is not None and (isinstance(min_blocks, bool) or not isinstance(min_blocks, int) or min_blocks < 1):
+        raise malformed(f"{where}.min_blocks", f"contract.min_blocks is {min_blocks!r}")
+    dynamic_shared = _count(raw.get("dynamic_shared") or 0, 2**32, f"{where}.dynamic_shared",
+                            "contract.dynamic_shared")
+    coarsen = raw.get("coarsen") or 1
+    if isinstance(coarsen, bool) or not isinstance(coarsen, int) or not 1 <= coarsen <= 64:
+        raise malformed(f"{where}.coarsen", f"contract.coarsen is {coarsen!r}; expected 1 to 64")
+    requires = raw.get("requires") or []
+    if not isinstance(requires, list):
+        raise malformed(f"{where}.requires", "contract.requires is not a list")
+    relations = []
+    for i, entry in enumerate(requires):
+        if not isinstance(entry, dict) or not isinstance(entry.get("text"), str) or "expr" not in entry:
+            raise malformed(f"{where}.requires[{i}]", f"contract.requires[{i}] needs a text and an expr")
+        relations.append(RequirementRecord(entry["text"], entry["expr"]))
+    min_cc = _compute_capability(raw.get("min_compute_capability"), f"{where}.min_compute_capability")
+    return ContractRecord(block, index_dims, min_blocks, dynamic_shared, min_cc, tuple(relations), coarsen)
+
+
+def _block(block: object, where: str, what: str) -> tuple[int, int, int] | None:
+    if block is None:
+        return None
+    items = [block] if isinstance(block, int) and not isinstance(block, bool) else block
+    if (not isinstance(items, list) or not 1 <= len(items) <= 3
+            or not all(isinstance(b, int) and not isinstance(b, bool) and 1 <= b < 2**31 for b in items)):
+        raise malformed(where, f"{what} is {block!r}; expected 1 to 3 positive integers or null")
+    x, y, z = (list(items) + [1, 1])[:3]
+    return (x, y, z)
+
+
+def _count(value: object, bound: int, where: str, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < bound:
+        raise malformed(where, f"{what} is {value!r}")
+    return value
+
+
+def _compute_capability(value: object, where: str) -> tuple[int, int] | None:
+    """``"8.6"``, ``8.6``, ``"sm_86"``, ``86`` all name 8.6; ``8`` and ``"80"`` name 8.0."""
+    if value is None:
+        return None
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return value[0], value[1]
+    match = None if isinstance(value, bool) else _COMPUTE_CAPABILITY.fullmatch(str(value).strip())
+    if match is None:
+        raise malformed(where, f"contract.min_compute_capability is {value!r}")
+    major, minor = match.groups()
+    if minor is not None:
+        return int(major), int(minor)
+    number = int(major)
+    return (number // 10, number % 10) if number >= 10 else (number, 0)
+
+
+def _artifacts(raw: object, where: str) -> tuple[ArtifactRecord, ...]:
+    """The images of one entry, by key (a kernel without any is refused by whoever needs one)."""
+    raw = raw if raw is not None else {}
+    if not isinstance(raw, dict):
+        raise malformed(where, "expected an object")
+    out = []
+    for key, art in sorted(raw.items()):
+        if not isinstance(art, dict) or art.get("kind", "cubin") not in ARTIFACT_KINDS:
+            raise malformed(f"{where}.{key}", f"artifact {key!r} is not a cubin or ptx entry")
+        kind = art.get("kind", "cubin")
+        target = art.get("target") or key if kind == "ptx" else key
+        if not isinstance(target, str) or _TARGET.fullmatch(target) is None:
+            raise malformed(f"{where}.{key}", f"artifact {key!r} has target {target!r}; expected sm_XY")
+        if not isinstance(art.get("path"), str):
+            raise malformed(f"{where}.{key}", f"artifact {key!r} has no path")
+        sha = art.get("sha256")
+        out.append(ArtifactRecord(key, kind, target, art["path"], sha if isinstance(sha, str) and sha else None))
+    return tuple(out)
+
+
+def _tile(raw: object, params: tuple[ParamRecord, ...], where: str) -> TileRecord:
+    """A Tile kernel's ``tile`` object: the grid output and the specializations."""
+    kernel = where.rpartition(",")[0]
+    if not isinstance(raw, dict):
+        raise malformed(kernel, "a tile kernel's record has no `tile` object")
+    outs = [p for p in params if p.is_tile_out]
+    if not outs:
+        raise malformed(kernel, "a tile kernel needs at least one tile.Out parameter")
+    grid = next((p for p in outs if p.name == raw.get("grid_param")), None)
+    if grid is None:
+        raise malformed(f"{where}.grid_param",
+                        f"tile.grid_param {raw.get('grid_param')!r} is not a tile.Out parameter")
+    if grid.rank > MAX_TILE_GRID_RANK:
+        raise malformed(f"{where}.grid_param", f"the grid parameter `{grid.name}` has rank {grid.rank}; "
+                                               f"a tile grid has at most {MAX_TILE_GRID_RANK} axes")
+    specs = raw.get("specializations")
+    if not isinstance(specs, list) or not specs:
+        raise malformed(f"{where}.specializations", "tile.specializations is missing or empty")
+    read_specs = tuple(_specialization(s, outs, f"{where}.specializations[{i}]") for i, s in enumerate(specs))
+    seen: set = set()
+    for spec in read_specs:
+        if spec.tile_shapes in seen:
+            raise malformed(f"{where}.specializations",
+                            f"two specializations have the same tile shapes {spec.describe()}")
+        seen.add(spec.tile_shapes)
+    return TileRecord(grid.name, read_specs)
+
+
+def _specialization(raw: object, outs: list[ParamRecord], where: str) -> SpecializationRecord:
+    if not isinstance(raw, dict):
+        raise malformed(where, "expected an object")
+    shapes = raw.get("tile_shapes")
+    if not isinstance(shapes, dict) or set(shapes) != {p.name for p in outs}:
+        raise malformed(f"{where}.tile_shapes", "tile_shapes must give the tile shape of exactly "
+                                                f"{', '.join(f'`{p.name}`' for p in outs)}")
+    tile_shapes = []
+    for p in outs:
+        shape = shapes[p.name]
+        if (not isinstance(shape, list) or len(shape) != p.rank
+                or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n < 2**62 for n in shape)):
+            raise malformed(f"{where}.tile_shapes", f"the tile shape of `{p.name}` is {shape!r}; "
+                                                    f"expected {p.rank} positive integers")
+        tile_shapes.append((p.name, tuple(shape)))
+    symbol = raw.get("symbol")
+    if not isinstance(symbol, str) or not symbol.isidentifier():
+        raise malformed(f"{where}.symbol", f"symbol {symbol!r} is not a PTX entry name")
+    block = _block(raw.get("block"), f"{where}.block", "block")
+    if block is None:
+        raise malformed(f"{where}.block", "a specialization needs its block shape")
+    shared = _count(raw.get("shared_bytes", 0), 2**32, f"{where}.shared_bytes", "shared_bytes")
+    artifacts = _artifacts(raw.get("artifacts"), f"{where}.artifacts")
+    if not artifacts:
+        raise malformed(f"{where}.artifacts", "no artifacts")
+    return SpecializationRecord(tuple(tile_shapes), symbol, block, shared, artifacts)

@@ -9,13 +9,19 @@ layers:
 
 - :mod:`~buildtile.runtime.kernel` — the handle, its manifest and per-device functions
 - :mod:`~buildtile.runtime.launch` — prepared launches and the hot path
-- :mod:`~buildtile.runtime.signature` — argument checks (no driver involved)
+- :mod:`~buildtile.runtime.signature`, :mod:`~buildtile.runtime.binders` — argument checks (no
+  driver involved) and the binders generated for them
+- :mod:`~buildtile.runtime.refusals` — the words of a refused launch, for both kinds of kernel
 - :mod:`~buildtile.runtime.arrays`, :mod:`~buildtile.runtime.dlpack` — reading array arguments
 - :mod:`~buildtile.runtime.contract`, :mod:`~buildtile.runtime.requires` — launch contracts
 - :mod:`~buildtile.runtime.images`, :mod:`~buildtile.runtime.package` — images and manifests
 - :mod:`~buildtile.runtime.bounds` — out-of-range reads of debug builds, reported at
   :func:`synchronize`
 - :mod:`~buildtile.runtime.driver` — the only module that calls the CUDA driver
+- :mod:`buildtile.runtime.tile` — the same for Tile kernels: handles, partitions, pending launches
+
+Every module reads the package manifest through the one checked model of
+:mod:`buildtile.interop.manifest`.
 """
 
 from __future__ import annotations

@@ -172,13 +172,18 @@ def array_view(obj: object, stream: int) -> ArrayView | None:
     make their data ready on it. Raises ``ValueError`` (with the producer's
     own words) when an array-like object fails to describe itself.
     """
-    try:
-        extractor = _EXTRACTORS[type(obj)]
-    except KeyError:
-        extractor = choose_extractor(type(obj))
+    extractor = extractor_for(type(obj))
     if extractor is None:
         return None
     return extractor(obj, stream)
+
+
+def extractor_for(cls: type) -> Extractor | None:
+    """The extractor for instances of ``cls`` (chosen on first sight of it)."""
+    try:
+        return _EXTRACTORS[cls]
+    except KeyError:
+        return choose_extractor(cls)
 
 
 def choose_extractor(cls: type) -> Extractor | None:

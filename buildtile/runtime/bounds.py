@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from buildtile.diagnostics import Diagnostic, Span
 from buildtile.errors import BoundsError, BuildtileError, CudaError
+from buildtile.interop.manifest import KernelRecord
 from buildtile.runtime import driver as _driver_module
 
 #: the module global that holds the record's device address (the compiler's name for it)
@@ -114,14 +115,14 @@ _lock = threading.Lock()
 _records = _Records(None)
 
 
-def watch_module(driver, ctx, module, record: dict) -> bool:
+def watch_module(driver, ctx, module, kernel: KernelRecord) -> bool:
     """Give a freshly loaded module of a debug build a record, and point its global at it.
 
-    ``record`` is the kernel's manifest entry (with ``bounds_sites``). A
+    ``kernel`` is the kernel's manifest record (with its ``bounds_sites``). A
     kernel that reads no arrays has no sites and no global: nothing to do
     (returns False).
     """
-    sites = record.get("bounds_sites") or []
+    sites = kernel.bounds_sites
     if not sites:
         return False
     found = driver.module_global(module, BOUNDS_GLOBAL)
@@ -130,11 +131,11 @@ def watch_module(driver, ctx, module, record: dict) -> bool:
     address, size = found
     if size != 8:
         raise BuildtileError(
-            f"the `{BOUNDS_GLOBAL}` global of kernel `{record['name']}` is {size} bytes, not 8",
+            f"the `{BOUNDS_GLOBAL}` global of kernel `{kernel.name}` is {size} bytes, not 8",
             code="BT0621",
             help="the package was built by another buildtile; rebuild it with this one",
         )
-    ranks = {p["name"]: p.get("rank", 1) for p in record.get("params", [])}
+    ranks = {p.name: p.rank for p in kernel.params}
     global _records
     with _lock:
         records = _records
@@ -143,7 +144,7 @@ def watch_module(driver, ctx, module, record: dict) -> bool:
         host, device = _claim_record(records, ctx)
         pointer = ctypes.c_uint64(device)
         driver.memcpy_htod(ctx, address, ctypes.addressof(pointer), 8)
-        records.watches.append(_Watch(record["name"], record.get("module", ""), list(sites), ranks, host,
+        records.watches.append(_Watch(kernel.name, kernel.module, list(sites), ranks, host,
                                       ctypes.c_uint32.from_address(host), ctx))
     return True
 
@@ -164,7 +165,7 @@ def raise_pending() -> None:
     not reported yet; return quietly when there is none. Never waits for the GPU unless a
     record is claimed (then it waits for that record's context, to read it whole)."""
     records = _records
-    if records.watches and records.driver is _driver_module._driver:
+    if records.watches and records.driver is _driver_module.current:
         for watch in records.watches:
             if watch.flag.value:
                 _report(records.driver, watch)

@@ -8,10 +8,10 @@ capability) takes the device's capability as an argument.
 from __future__ import annotations
 
 import operator
-import re
 from dataclasses import dataclass
 
-from buildtile.errors import BuildtileError, ContractError
+from buildtile.errors import ContractError
+from buildtile.interop.manifest import ContractRecord
 
 #: CUDA's grid limits for every device of compute capability >= 3.0
 MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -31,24 +31,15 @@ class LaunchContract:
     dynamic_shared: int              # bytes of dynamic shared memory each launch gets
     min_compute_capability: tuple[int, int] | None
 
+    coarsen: int = 1                 # logical blocks per launched block (abi.launch_extras)
+
     @classmethod
-    def from_record(cls, record: dict | None, where: str) -> LaunchContract:
-        record = record or {}
-        try:
-            block = record.get("block")
-            block3 = dim3(block, "block") if block is not None else None
-            index_dims = int(record.get("index_dims") or 0)
-            dynamic_shared = int(record.get("dynamic_shared") or 0)
-            min_cc = parse_compute_capability(record.get("min_compute_capability"))
-        except (ValueError, TypeError, ContractError) as exc:
-            raise BuildtileError(
-                f"{where}: the launch contract in the manifest cannot be read: {exc}",
-                code="BT0621",
-                help="rebuild the package with the buildtile that is installed",
-            ) from None
-        if index_dims not in (0, 1, 2, 3):
-            raise BuildtileError(f"{where}: index_dims {index_dims} is not 0, 1, 2 or 3", code="BT0621")
-        return cls(block3, index_dims, dynamic_shared, min_cc)
+    def from_manifest(cls, record: ContractRecord, *, tile: bool = False) -> LaunchContract:
+        """The contract of a checked manifest record (a Tile kernel's block is per specialization)."""
+        if tile:
+            return cls(None, 0, record.dynamic_shared, record.min_compute_capability)
+        return cls(record.block, record.index_dims, record.dynamic_shared, record.min_compute_capability,
+                   record.coarsen)
 
 
 def dim3(value, what: str) -> Dim3:
@@ -70,25 +61,6 @@ def dim3(value, what: str) -> Dim3:
     except TypeError:
         raise ContractError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}") from None
     return dims + (1,) * (3 - len(dims))  # type: ignore[return-value]
-
-
-def parse_compute_capability(value) -> tuple[int, int] | None:
-    """``"sm_80"``, ``"8.0"``, ``"80"``, ``80``, ``(8, 0)`` -> ``(8, 0)``; None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        return int(value[0]), int(value[1])
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (value // 10, value % 10) if value >= 10 else (value, 0)
-    if isinstance(value, str):
-        match = re.fullmatch(r"(?:sm_|compute_)?(\d+)(?:\.(\d+))?[af]?", value.strip())
-        if match:
-            major, minor = match.groups()
-            if minor is not None:
-                return int(major), int(minor)
-            number = int(major)
-            return (number // 10, number % 10) if number >= 10 else (number, 0)
-    raise ValueError(f"not a compute capability: {value!r}")
 
 
 def _fmt(dims: Dim3) -> str:

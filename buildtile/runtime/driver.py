@@ -453,16 +453,18 @@ def _as_result(cu, code: int):
         return code
 
 
-_driver: CudaDriver | None = None
+#: the process-wide driver facade; None until :func:`get_driver` or :func:`set_driver` installs one
+#: (the launch path reads it directly, to spare a call)
+current: CudaDriver | None = None
 _driver_lock = threading.Lock()
 
 
 def get_driver() -> CudaDriver:
     """The process-wide driver facade (created on first use; nothing is loaded until a call)."""
-    driver = _driver
+    driver = current
     if driver is None:
         with _driver_lock:
-            driver = _driver
+            driver = current
             if driver is None:
                 driver = _set(CudaDriver())
     return driver
@@ -471,14 +473,14 @@ def get_driver() -> CudaDriver:
 def set_driver(driver) -> CudaDriver | None:
     """Replace the driver facade (tests install a fake); returns the previous one."""
     with _driver_lock:
-        previous = _driver
+        previous = current
         _set(driver)
         return previous
 
 
 def _set(driver):
-    global _driver
-    _driver = driver
+    global current
+    current = driver
     if _native is not None:  # prepared launches armed with the old driver's handles go its way no more
         _native.forget_armed()
     return driver

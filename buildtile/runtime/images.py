@@ -15,12 +15,12 @@ Order of preference, as the CUDA toolchain's own loader does it:
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildtile.errors import BuildtileError, NoImageError
+from buildtile.errors import NoImageError
+from buildtile.interop.manifest import ArtifactRecord, read_artifact
 
 _ARCH = re.compile(r"sm_(\d+)(\d)([af]?)")
 
@@ -48,21 +48,20 @@ def parse_arch(target: str) -> tuple[int, int, str] | None:
     return int(match.group(1)), int(match.group(2)), match.group(3)
 
 
-def select_image(record: dict, artifact_dir: Path, capability: tuple[int, int],
-                 package: str = "", device: str = "") -> ImageChoice:
-    """The best image of the kernel ``record`` for a device of ``capability``."""
+def select_image(kernel: str, artifacts: tuple[ArtifactRecord, ...], artifact_dir: Path,
+                 capability: tuple[int, int], package: str = "", device: str = "") -> ImageChoice:
+    """The best of ``artifacts`` (the images of the kernel ``kernel``) for a device of ``capability``."""
     major, minor = capability
-    cubins: dict[str, dict] = {}
-    ptx: tuple[str, dict] | None = None
-    for key, entry in (record.get("artifacts") or {}).items():
-        kind = entry.get("kind", "cubin")
-        if kind == "cubin":
-            cubins[key] = entry
-        elif kind == "ptx":
-            ptx = (entry.get("target") or key, entry)
+    cubins: dict[str, ArtifactRecord] = {}
+    ptx: tuple[str, ArtifactRecord] | None = None
+    for entry in artifacts:
+        if entry.kind == "cubin":
+            cubins[entry.key] = entry
+        elif entry.kind == "ptx":
+            ptx = (entry.target, entry)
 
-    def choice(target: str, entry: dict, kind: str) -> ImageChoice:
-        return ImageChoice(target, kind, artifact_dir / entry["path"], entry.get("sha256"))
+    def choice(target: str, entry: ArtifactRecord, kind: str) -> ImageChoice:
+        return ImageChoice(target, kind, artifact_dir / entry.path, entry.sha256)
 
     arch = f"sm_{major}{minor}"
     for key in (arch, arch + "a", arch + "f"):
@@ -84,9 +83,8 @@ def select_image(record: dict, artifact_dir: Path, capability: tuple[int, int],
     built = [f"{key} (cubin)" for key in sorted(cubins)]
     if ptx is not None:
         built.append(f"PTX for {ptx[0]}")
-    name = record.get("name", "?")
     raise NoImageError(
-        f"no image of kernel `{name}`{f' (package `{package}`)' if package else ''} runs on "
+        f"no image of kernel `{kernel}`{f' (package `{package}`)' if package else ''} runs on "
         f"{device or arch}: the package was built for {', '.join(built) if built else 'no target at all'}",
         help=f'rebuild the package with "{arch}" in `targets` under [tool.buildtile], or with `ptx = true` '
              f"and a lowest target no newer than {arch}",
@@ -95,21 +93,8 @@ def select_image(record: dict, artifact_dir: Path, capability: tuple[int, int],
 
 def read_image(choice: ImageChoice, kernel: str) -> bytes:
     """The image's bytes, checked against the manifest's sha256; PTX gets its NUL terminator."""
-    try:
-        data = choice.path.read_bytes()
-    except OSError as exc:
-        raise BuildtileError(
-            f"the {choice.describe()} of kernel `{kernel}` cannot be read: {exc}",
-            code="BT0623",
-            help="the installed package is incomplete; reinstall it",
-        ) from None
-    if choice.sha256 and hashlib.sha256(data).hexdigest() != choice.sha256:
-        raise BuildtileError(
-            f"the {choice.describe()} of kernel `{kernel}` at {choice.path} does not match the "
-            "sha256 recorded in the package manifest",
-            code="BT0623",
-            help="the installed package was modified or damaged; reinstall it",
-        )
+    data = read_artifact(choice.path, choice.sha256, f"the {choice.describe()} of kernel `{kernel}` at {choice.path}",
+                         "the installed package is incomplete or was modified; reinstall it")
     if choice.jit and not data.endswith(b"\0"):
         data += b"\0"  # cuModuleLoadData reads PTX as a C string
     return data

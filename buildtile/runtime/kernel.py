@@ -15,8 +15,6 @@ contract, ``requires``), and from then on launches through
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections.abc import Callable
 
 from buildtile.errors import BuildtileError, ContractError
@@ -28,7 +26,8 @@ from buildtile.runtime.contract import (
 )
 from buildtile.runtime.driver import get_driver
 from buildtile.runtime.launch import CheckedPreparedLaunch, PreparedLaunch
-from buildtile.runtime.package import KernelFunction, ManifestBound, PackageRuntime, bind_to_manifest
+from buildtile.interop.manifest import KernelRecord
+from buildtile.runtime.package import KernelFunction, ManifestBound, PackageRuntime
 from buildtile.runtime.signature import KernelSignature
 
 #: ``kernel[grid]`` keeps this many prepared configurations before starting over
@@ -39,41 +38,20 @@ class Kernel(ManifestBound):
     """A compiled kernel of an installed package, launched as ``kernel[grid](*args)``."""
 
     def __init__(self, pyfunc: Callable, kind: str = "simt") -> None:
-        functools.update_wrapper(self, pyfunc)
-        self.pyfunc = pyfunc
-        self.kind = kind
-        self._lock = threading.RLock()  # binding and per-device loading; re-entered by prepare(device=)
-        self._signature: KernelSignature | None = None
-        self._package: PackageRuntime | None = None
-        self._record: dict | None = None
+        super().__init__(pyfunc, kind)
         self._functions: dict[int, KernelFunction] = {}
         self._configs: dict[object, PreparedLaunch] = {}
         self._launch_class: type[PreparedLaunch] = PreparedLaunch
-        # (device, function) of the last launch, so the hot path compares one int instead of
-        # a lookup; one tuple, so threads never see a device paired with another's function
-        self._hot: tuple[int, KernelFunction | None] = (-1, None)
+        #: (device, function) of the last launch, so the hot path compares one int instead of
+        #: a lookup; one tuple, so threads never see a device paired with another's function
+        self.hot: tuple[int, KernelFunction | None] = (-1, None)
 
     # ------------------------------------------------------------------ binding to the manifest
 
-    @property
-    def signature(self) -> KernelSignature:
-        """Parameters, contract and ``requires`` of the compiled kernel (reads the manifest once)."""
-        signature = self._signature
-        if signature is None:
-            signature = self._bind()
-        return signature
-
-    def _bind(self) -> KernelSignature:
-        with self._lock:
-            if self._signature is not None:
-                return self._signature
-            package, record = bind_to_manifest(self.pyfunc, self.kind)
-            signature = KernelSignature(record, f"kernel `{self.pyfunc.__name__}` in {package.manifest_file}")
-            self._package, self._record = package, record
-            # decided once: only debug builds look for out-of-range reads before each launch
-            self._launch_class = CheckedPreparedLaunch if package.debug else PreparedLaunch
-            self._signature = signature
-            return signature
+    def compile_signature(self, package: PackageRuntime, record: KernelRecord) -> KernelSignature:
+        # decided once: only debug builds look for out-of-range reads before each launch
+        self._launch_class = CheckedPreparedLaunch if package.debug else PreparedLaunch
+        return KernelSignature(record)
 
     # ------------------------------------------------------------------ launching
 
@@ -115,7 +93,7 @@ class Kernel(ManifestBound):
         grid3, block3 = check_launch_config(signature.contract, signature.name, grid, block)
         prepared = self._launch_class(self, grid3, block3, signature.contract.dynamic_shared)
         if device is not None:
-            self._function_for(device)
+            self.function_for(device)
         return prepared
 
     def unsafe_launch(self, grid, block, *args, stream=None, shared_mem: int = 0) -> None:
@@ -170,16 +148,17 @@ class Kernel(ManifestBound):
 
     # ------------------------------------------------------------------ per device
 
-    def _function_for(self, device: int) -> KernelFunction:
-        """The loaded function for ``device``: contract checked, image chosen and loaded, once."""
+    def function_for(self, device: int) -> KernelFunction:
+        """The loaded function for ``device``: contract checked, image chosen and loaded, once
+        (and :attr:`hot` from now on)."""
         function = self._functions.get(device)
         if function is None:
-            with self._lock:
+            with self.lock:
                 function = self._functions.get(device)
                 if function is None:
                     function = self._load(device)
                     self._functions[device] = function
-        self._hot = (device, function)
+        self.hot = (device, function)
         return function
 
     def _load(self, device: int) -> KernelFunction:
@@ -187,7 +166,8 @@ class Kernel(ManifestBound):
         driver = get_driver()
         ctx = driver.context(device)
         check_compute_capability(signature.contract, signature.name, device, ctx.capability)
-        function = self._package.load_function(driver, ctx, self._record)  # type: ignore[union-attr]
+        record = self.manifest_record
+        function = self.package.load_function(driver, ctx, record, record.symbol, record.artifacts)
         if signature.contract.dynamic_shared > function.shared_limit:
             self.allow_shared_memory(function, signature.contract.dynamic_shared)
         return function

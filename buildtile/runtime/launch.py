@@ -62,7 +62,7 @@ class PreparedLaunch(_LaunchBase):
         layout = signature.layout
         # a coarsened kernel runs several logical blocks per launched block and takes the
         # logical grid.x as a trailing parameter (ABI v1, interop.abi.launch_extras)
-        launched_x, extras = launch_extras(kernel.record.get("contract") or {}, grid[0])
+        launched_x, extras = launch_extras({"coarsen": signature.contract.coarsen}, grid[0])
         self._config = (launched_x, grid[1], grid[2], *block, shared_mem)
         self._extras = tuple(extras)
         extras_at = (layout.struct.size + 7) & ~7
@@ -88,16 +88,16 @@ class PreparedLaunch(_LaunchBase):
             self._bind = self._signature.binder_for(args)
             bound = self._bind(args, handle)
         values, device, env, waits = bound
-        driver = _driver_module._driver or get_driver()
+        driver = _driver_module.current or get_driver()
         bound_device = device
         if device is None:
             device = self._signature.settle_device(env, driver.pointer_memory)
             if device is None:  # no array arguments: the calling thread's device
                 device = driver.current_device()
         kernel = self.kernel
-        hot_device, function = kernel._hot
+        hot_device, function = kernel.hot
         if device != hot_device:
-            function = kernel._function_for(device)
+            function = kernel.function_for(device)
         if self.shared_mem > function.shared_limit:
             kernel.allow_shared_memory(function, self.shared_mem)
         if waits:

@@ -11,14 +11,17 @@ never does.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from buildtile.errors import BuildtileError
 from buildtile.interop import manifest as manifest_format
+from buildtile.interop.manifest import ArtifactRecord, KernelRecord, PackageManifest
 from buildtile.runtime import bounds
 from buildtile.runtime.images import ImageChoice, read_image, select_image
 
@@ -43,16 +46,20 @@ class PackageRuntime:
     def __init__(self, name: str, manifest_file: Path) -> None:
         self.name = name
         self.manifest_file = manifest_file
-        self.manifest = manifest_format.load(manifest_file)
+        data = manifest_format.load(manifest_file)
+        #: the whole manifest, checked once
+        self.manifest: PackageManifest = manifest_format.parse(data, str(manifest_file))
+        # each kernel's entry as the JSON has it, for ``kernel.record``
+        self._entries = {(k.module, k.name): raw for k, raw in zip(self.manifest.kernels, data["kernels"])}
         self.artifact_dir = manifest_file.parent
         #: built with ``checks = "debug"``: reads are bounds-checked and reported
-        self.debug: bool = self.manifest.get("checks") == "debug"
+        self.debug: bool = self.manifest.debug
         self._lock = threading.Lock()
         self._modules: dict[tuple[Path, int], object] = {}   # (image path, context) -> CUmodule
         self._images: dict[Path, bytes] = {}                 # verified image bytes
 
-    def kernel_record(self, module: str, name: str) -> dict:
-        record = manifest_format.find_kernel(self.manifest, module, name)
+    def kernel_record(self, module: str, name: str) -> KernelRecord:
+        record = self.manifest.kernel(module, name)
         if record is None:
             raise BuildtileError(
                 f"kernel `{name}` of module `{module}` is not in the compiled kernels of package "
@@ -63,9 +70,15 @@ class PackageRuntime:
             )
         return record
 
-    def load_function(self, driver, ctx, record: dict) -> KernelFunction:
-        """Load (once per context) the best image of ``record`` for ``ctx`` and get its entry."""
-        image = select_image(record, self.artifact_dir, ctx.capability, package=self.name,
+    def manifest_entry(self, record: KernelRecord) -> dict:
+        """``record``'s entry in the manifest, as the JSON has it."""
+        return self._entries[(record.module, record.name)]
+
+    def load_function(self, driver, ctx, kernel: KernelRecord, symbol: str,
+                      artifacts: tuple[ArtifactRecord, ...]) -> KernelFunction:
+        """Load (once per context) the best of ``artifacts`` (the images of ``kernel``'s entry
+        ``symbol``) for ``ctx`` and get that entry."""
+        image = select_image(kernel.name, artifacts, self.artifact_dir, ctx.capability, package=self.name,
                              device=ctx.describe())
         key = (image.path, ctx.handle_int)
         with self._lock:
@@ -73,12 +86,12 @@ class PackageRuntime:
             if module is None:
                 data = self._images.get(image.path)
                 if data is None:
-                    data = self._images[image.path] = read_image(image, record["name"])
-                module = driver.load_module(ctx, data, f"{image.describe()} of kernel `{record['name']}`")
+                    data = self._images[image.path] = read_image(image, kernel.name)
+                module = driver.load_module(ctx, data, f"{image.describe()} of kernel `{kernel.name}`")
                 if self.debug:
-                    bounds.watch_module(driver, ctx, module, record)
+                    bounds.watch_module(driver, ctx, module, kernel)
                 self._modules[key] = module
-        handle = driver.get_function(module, record["symbol"])
+        handle = driver.get_function(module, symbol)
         return KernelFunction(ctx, handle, image)
 
 
@@ -87,22 +100,52 @@ _packages_lock = threading.Lock()
 
 
 class ManifestBound:
-    """What kernel handles share: ``record`` and ``package``, read from the manifest on first use
-    (subclasses set ``_signature``, ``_record`` and ``_package`` in their ``_bind``)."""
+    """What kernel handles share: on first use, the package and manifest record of ``pyfunc``,
+    and the signature :meth:`compile_signature` makes of them (once, under a lock)."""
 
-    _signature = None
-    _record: dict | None = None
-    _package: PackageRuntime | None = None
+    kind: str
 
-    def _bind(self):
+    def __init__(self, pyfunc: Callable, kind: str) -> None:
+        functools.update_wrapper(self, pyfunc)
+        self.pyfunc = pyfunc
+        self.kind = kind
+        self.lock = threading.RLock()  # binding and per-device loading (re-entered by subclasses)
+        self._package: PackageRuntime | None = None
+        self._record: KernelRecord | None = None
+        self._signature = None   # set last: once it is, the other two are
+
+    def compile_signature(self, package: PackageRuntime, record: KernelRecord):
+        """The kernel's signature (each kind of kernel has its own); called once."""
         raise NotImplementedError
 
+    def _bind(self):
+        with self.lock:
+            if self._signature is None:
+                package, record = bind_to_manifest(self.pyfunc, self.kind)
+                signature = self.compile_signature(package, record)
+                self._package, self._record = package, record
+                self._signature = signature
+            return self._signature
+
     @property
-    def record(self) -> dict:
-        """This kernel's entry in the package manifest."""
+    def signature(self):
+        """Parameters, contract and ``requires`` of the compiled kernel (reads the manifest once)."""
+        signature = self._signature
+        if signature is None:
+            signature = self._bind()
+        return signature
+
+    @property
+    def manifest_record(self) -> KernelRecord:
+        """This kernel's checked record in the package manifest."""
         if self._signature is None:
             self._bind()
         return self._record  # type: ignore[return-value]
+
+    @property
+    def record(self) -> dict:
+        """This kernel's entry in the package manifest, as the JSON has it."""
+        return self.package.manifest_entry(self.manifest_record)
 
     @property
     def package(self) -> PackageRuntime:
@@ -112,15 +155,15 @@ class ManifestBound:
         return self._package  # type: ignore[return-value]
 
 
-def bind_to_manifest(pyfunc, kind: str) -> tuple[PackageRuntime, dict]:
+def bind_to_manifest(pyfunc, kind: str) -> tuple[PackageRuntime, KernelRecord]:
     """The package runtime and manifest record of the kernel ``pyfunc`` of kind ``kind``."""
     module, name = pyfunc.__module__, pyfunc.__name__
     package = package_runtime(module, name)
     record = package.kernel_record(module, name)
-    if record.get("kind", "simt") != kind:
+    if record.kind != kind:
         raise BuildtileError(
             f"kernel `{name}` is declared as a {kind} kernel but the manifest of package "
-            f"`{package.name}` lists it as {record.get('kind')!r}",
+            f"`{package.name}` lists it as {record.kind!r}",
             code="BT0620",
             help="the package is out of date: rebuild or reinstall it",
         )

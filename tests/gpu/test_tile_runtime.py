@@ -136,7 +136,7 @@ def _reversed_tiles(x: np.ndarray, tile: int) -> np.ndarray:
 @pytest.mark.parametrize("n", [1, 127, 128, 129, 1000, 1_000_003])
 def test_add_matches_numpy_at_ragged_sizes(tiles, tile, n):
     from buildtile.runtime import DeviceArray
-    from buildtile.runtime.tile_partition import partition
+    from buildtile.runtime.tile.handles import partition
 
     x, y = _rand(n, 1), _rand(n, 2)
     z = DeviceArray.empty(n)
@@ -149,7 +149,7 @@ def test_add_matches_numpy_at_ragged_sizes(tiles, tile, n):
 
 def test_the_ptx_only_package_is_jit_compiled(make_kernel_package):
     from buildtile.runtime import DeviceArray
-    from buildtile.runtime.tile_partition import partition
+    from buildtile.runtime.tile.handles import partition
 
     tiles = _package(make_kernel_package, "ptx")
     x, y = _rand(1000, 3), _rand(1000, 4)
@@ -162,7 +162,7 @@ def test_the_ptx_only_package_is_jit_compiled(make_kernel_package):
 @pytest.mark.parametrize("shape", [(1, 1), (16, 32), (37, 100), (129, 65)])
 def test_double2d_covers_ragged_tiles_on_both_axes(tiles, shape):
     from buildtile.runtime import DeviceArray
-    from buildtile.runtime.tile_partition import partition
+    from buildtile.runtime.tile.handles import partition
 
     x = _rand(shape, 5)
     z = DeviceArray.empty(shape)
@@ -174,7 +174,7 @@ def test_double2d_covers_ragged_tiles_on_both_axes(tiles, shape):
 @pytest.mark.parametrize("n", [128, 1000])
 def test_dynamic_shared_memory_past_48k_is_provided(tiles, n):
     from buildtile.runtime import DeviceArray
-    from buildtile.runtime.tile_partition import partition
+    from buildtile.runtime.tile.handles import partition
 
     x = _rand(n, 6)
     _, z = tiles.reverse(DeviceArray.from_numpy(x), partition(DeviceArray.zeros(n), [128])).sync_on(0)
@@ -186,8 +186,8 @@ def test_dynamic_shared_memory_past_48k_is_provided(tiles, n):
 # ----------------------------------------------------------------------------- PyTorch
 
 def test_moves_and_fresh_handles_on_torch_tensors(tiles, torch):
-    from buildtile.runtime.tile_partition import partition
-    from buildtile.runtime.tile_tensor import TileTensor, tensor
+    from buildtile.runtime.tile.handles import partition
+    from buildtile.runtime.tile.handles import TileTensor, tensor
 
     n = 100_003
     x, y = tensor(torch.randn(n, device="cuda"), name="x"), tensor(torch.randn(n, device="cuda"), name="y")
@@ -210,7 +210,7 @@ def test_moves_and_fresh_handles_on_torch_tensors(tiles, torch):
 
 
 def test_tile_tensor_is_a_cuda_array_for_torch(tiles, torch):
-    from buildtile.runtime.tile_tensor import tensor
+    from buildtile.runtime.tile.handles import tensor
 
     t = torch.arange(10, dtype=torch.float32, device="cuda")
     h = tensor(t)
@@ -219,8 +219,8 @@ def test_tile_tensor_is_a_cuda_array_for_torch(tiles, torch):
 
 
 def test_refused_launches_move_nothing_and_queue_nothing(tiles, torch):
-    from buildtile.runtime.tile_partition import partition
-    from buildtile.runtime.tile_tensor import is_moved, tensor
+    from buildtile.runtime.tile.handles import partition
+    from buildtile.runtime.tile.handles import is_moved, tensor
 
     n = 1000
     x, y = tensor(torch.randn(n, device="cuda")), tensor(torch.randn(n, device="cuda"))
@@ -239,7 +239,7 @@ def test_refused_launches_move_nothing_and_queue_nothing(tiles, torch):
 def test_default_stream_follows_torch(tiles, torch):
     from stream_hold import TorchHold, launched_on
 
-    from buildtile.runtime.tile_partition import partition
+    from buildtile.runtime.tile.handles import partition
 
     n = 70_001
     a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")

@@ -6,9 +6,9 @@ block per tile of its output partition::
     z = tile.partition(z, [128])                  # picks the 128-wide specialization
     x, y, z = ops.add(x, y, z).sync_on(stream)    # check, move, enqueue, get the tensors back
 
-Calling it checks everything (:mod:`~buildtile.runtime.tile_binding`),
+Calling it checks everything (:mod:`~buildtile.runtime.tile.binding`),
 loads the chosen specialization's image for the arguments' device, moves
-the argument handles into a :class:`~buildtile.runtime.tile_launch.
+the argument handles into a :class:`~buildtile.runtime.tile.launch.
 PendingLaunch` and returns that; nothing is moved when a check refuses.
 
 Like a SIMT :class:`~buildtile.runtime.kernel.Kernel`, it is created when
@@ -19,64 +19,43 @@ cache.
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections.abc import Callable
 
 from buildtile.errors import ContractError
+from buildtile.interop.manifest import KernelRecord, SpecializationRecord
 from buildtile.runtime.contract import check_compute_capability
 from buildtile.runtime.driver import get_driver
-from buildtile.runtime.package import KernelFunction, ManifestBound, PackageRuntime, bind_to_manifest
+from buildtile.runtime.package import KernelFunction, ManifestBound, PackageRuntime
 from buildtile.runtime.streams import default_stream
-from buildtile.runtime.tile_binding import bind, settle_device
-from buildtile.runtime.tile_launch import PendingLaunch
-from buildtile.runtime.tile_signature import TileSignature, TileSpecialization
-from buildtile.runtime.tile_tensor import MoveSite, OwnedHandle, move_all
+from buildtile.runtime.tile.binding import bind, settle_device
+from buildtile.runtime.tile.handles import MoveSite, arrays_of, move_all
+from buildtile.runtime.tile.launch import PendingLaunch
+from buildtile.runtime.tile.signature import TileSignature
 
 
 class TileKernel(ManifestBound):
     """A compiled Tile kernel of an installed package: ``kernel(*args).sync_on(stream)``."""
 
-    kind = "tile"
-
     def __init__(self, pyfunc: Callable) -> None:
-        functools.update_wrapper(self, pyfunc)
-        self.pyfunc = pyfunc
-        self._lock = threading.RLock()
-        self._signature: TileSignature | None = None
-        self._package: PackageRuntime | None = None
-        self._record: dict | None = None
+        super().__init__(pyfunc, "tile")
         self._functions: dict[tuple[str, int], KernelFunction] = {}
 
     # ------------------------------------------------------------------ binding to the manifest
 
-    @property
-    def signature(self) -> TileSignature:
-        """Parameters, specializations and ``requires`` of the compiled kernel (reads the manifest once)."""
-        return self._signature or self._bind()
+    def compile_signature(self, package: PackageRuntime, record: KernelRecord) -> TileSignature:
+        return TileSignature(record)
 
     @property
     def tile_shapes(self) -> list[dict[str, tuple[int, ...]]]:
         """The compiled specializations: the tile shape of each ``tile.Out`` parameter."""
         return [dict(spec.tile_shapes) for spec in self.signature.specializations]
 
-    def _bind(self) -> TileSignature:
-        with self._lock:
-            if self._signature is not None:
-                return self._signature
-            package, record = bind_to_manifest(self.pyfunc, "tile")
-            signature = TileSignature(record, f"kernel `{self.pyfunc.__name__}` in {package.manifest_file}")
-            self._package, self._record = package, record
-            self._signature = signature
-            return signature
-
     # ------------------------------------------------------------------ launching
 
     def __call__(self, *args) -> PendingLaunch:
         """Check ``args``, move their handles and return the pending launch (see the module docstring)."""
         sig = self.signature
-        raw = tuple(a._array if isinstance(a, OwnedHandle) else a for a in args)
-        binding = bind(sig, args, default_stream(raw))
+        binding = bind(sig, args, default_stream(arrays_of(args)))
         driver = get_driver()
         device = settle_device(sig, binding, driver.pointer_memory)
         if device is None:  # only empty arrays: the calling thread's device
@@ -98,22 +77,22 @@ class TileKernel(ManifestBound):
 
     # ------------------------------------------------------------------ per device
 
-    def _function_for(self, spec: TileSpecialization, device: int) -> KernelFunction:
+    def _function_for(self, spec: SpecializationRecord, device: int) -> KernelFunction:
         key = (spec.symbol, device)
         function = self._functions.get(key)
         if function is None:
-            with self._lock:
+            with self.lock:
                 function = self._functions.get(key)
                 if function is None:
                     function = self._functions[key] = self._load(spec, device)
         return function
 
-    def _load(self, spec: TileSpecialization, device: int) -> KernelFunction:
+    def _load(self, spec: SpecializationRecord, device: int) -> KernelFunction:
         sig = self.signature
         driver = get_driver()
         ctx = driver.context(device)
         check_compute_capability(sig.contract, sig.name, device, ctx.capability)
-        function = self.package.load_function(driver, ctx, spec.image_record)
+        function = self.package.load_function(driver, ctx, self.manifest_record, spec.symbol, spec.artifacts)
         if spec.shared_bytes > function.shared_limit:  # above 48 KiB needs an explicit opt-in
             driver.set_dynamic_shared(function.handle, spec.shared_bytes)
             function.shared_limit = spec.shared_bytes

@@ -20,7 +20,7 @@ pending, so it can be retried or cancelled. A pending launch dropped
 without either warns: its arguments were moved into it and are lost.
 
 Each ``tile.Out`` parameter comes back as a :class:`~buildtile.runtime.
-tile_tensor.TileTensor` of the whole array (partition it again for the
+tile.handles.TileTensor` of the whole array (partition it again for the
 next launch); scalars come back as given. When the grid parameter is empty
 there is no tile, so nothing is queued.
 """
@@ -35,8 +35,8 @@ from buildtile.runtime import bounds
 from buildtile.runtime.driver import get_driver
 from buildtile.runtime.package import KernelFunction
 from buildtile.runtime.streams import stream_handle
-from buildtile.runtime.tile_binding import TileBinding
-from buildtile.runtime.tile_tensor import TileTensor
+from buildtile.runtime.tile.binding import TileBinding
+from buildtile.runtime.tile.handles import give_back
 
 _PENDING, _LAUNCHED, _CANCELLED = "pending", "launched", "cancelled"
 
@@ -138,7 +138,7 @@ class PendingLaunch:
         binding = self._binding
         out = []
         for p, arg, handle in zip(self.kernel.signature.params, binding.args, binding.handles):
-            out.append(TileTensor(arg, name=handle._name if handle is not None else None) if p.is_array else arg)
+            out.append(give_back(arg, handle) if p.is_array else arg)
         return tuple(out)
 
     def __repr__(self) -> str:

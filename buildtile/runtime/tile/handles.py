@@ -1,0 +1,326 @@
+"""The owned handles a Tile launch takes — tensors and partitions — and what using one after a move does.
+
+A Tile launch takes ownership of its arguments (DESIGN §4, BT0382): the
+arrays are the kernel's until the launch is enqueued, and the caller gets
+them back, as fresh handles, from ``.sync_on(stream)``. Python cannot
+invalidate a variable, so ownership lives in a handle that buildtile owns:
+
+    x = tile.tensor(torch_x)             # a TileTensor over torch_x's memory
+    z = tile.partition(torch_z, [128])   # a Partition (wraps torch_z implicitly)
+    x, y, z = ops.add(x, y, z).sync_on(stream)
+
+Passing a handle to a launch (or to ``tile.partition``) *moves* it: from then
+on every use of the old handle — an attribute, ``.array``, the CUDA array
+interface, DLPack, passing it again — raises :class:`~buildtile.errors.
+MovedError` (BT0382) naming where it went. ``repr()`` keeps working, so
+debuggers and error messages can still show it.
+
+The raw array (``torch_x`` above) is not tracked: Python gives buildtile no
+way to see its uses. Keep only the handle if you want moves checked.
+
+``tile.partition(array, tile_shape)`` gives a :class:`Partition`, what a
+``tile.Out`` parameter takes. It owns its array like a TileTensor and fixes
+the tile shape, which selects the compiled specialization and, with the
+array's shape, the launch grid: ``ceil(shape[d] / tile_shape[d])`` tiles
+along each axis ``d``, the last axis along grid x (DESIGN §3)::
+
+    zp = tile.partition(z, [128])            # 1000 elements -> 8 tiles (the last one ragged)
+    zp.num_tiles                             # (8,)
+
+Partitioning a TileTensor moves it into the partition; a raw CUDA array is
+wrapped implicitly. ``zp.into_tensor()`` gives the tensor back unlaunched.
+
+Only this module reads or changes a handle's state; the launch path goes
+through :meth:`OwnedHandle.live_array`, :func:`move_all`,
+:func:`arrays_of` and :func:`give_back`.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from buildtile.errors import ContractError, MovedError, TypeMismatchError
+from buildtile.runtime.dtypes import describe_value
+from buildtile.runtime.tile.grid import tile_counts
+
+#: guards every move, so two threads cannot both take one handle
+_MOVE_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class MoveSite:
+    """Where a handle went; builds the BT0382 message for a later use."""
+
+    into: str                              # "`add` (parameter `x`)", "a partition (tile shape (128,))"
+    param: str | None = None               # the parameter it was moved into, if a launch
+    help: str = "use the tensors returned by `.sync_on(stream)`"
+
+    @classmethod
+    def launch(cls, kernel: str, param: str, params: Sequence[str]) -> MoveSite:
+        returned = ", ".join(params) if params else "..."
+        return cls(
+            f"`{kernel}` (parameter `{param}`)",
+            param,
+            f"use the tensors returned by `.sync_on(stream)`, in parameter order: "
+            f"`{returned} = {kernel}(...).sync_on(stream)`",
+        )
+
+
+class OwnedHandle:
+    """What TileTensor and Partition share: one array, owned until moved."""
+
+    __slots__ = ("__weakref__", "_array", "_moved", "_name")
+    _kind = "handle"
+
+    def __init__(self, array: object, name: str | None) -> None:
+        self._array = array
+        self._name = name
+        self._moved: MoveSite | None = None
+
+    def live_array(self, use: str) -> object:
+        """The array, or MovedError when the handle was moved (``use`` says what was tried)."""
+        site = self._moved
+        if site is not None:
+            raise moved_error(self._label(site), site, use)
+        return self._array
+
+    def _label(self, site: MoveSite | None) -> str:
+        if self._name:
+            return f"`{self._name}`"
+        if site is not None and site.param:
+            return f"`{site.param}`"
+        return f"this {self._kind}"
+
+    def __copy__(self):
+        raise TypeError(f"a {self._kind} cannot be copied: it owns its tensor, and moves hand it on")
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        return self.__copy__()
+
+
+def moved_error(label: str, site: MoveSite, use: str) -> MovedError:
+    return MovedError(f"use of moved value: {label} was moved into {site.into}, so {use} is not allowed",
+                      help=site.help)
+
+
+def move_all(handles: Sequence[tuple[OwnedHandle, MoveSite]], use: str) -> None:
+    """Move every handle, or none: if one was moved meanwhile (another thread), raise for it."""
+    with _MOVE_LOCK:
+        for handle, _ in handles:
+            handle.live_array(use)
+        for handle, site in handles:
+            handle._moved = site
+            handle._array = None  # the new owner holds it; a stale handle keeps no memory alive
+
+
+def is_moved(handle: OwnedHandle) -> bool:
+    """Whether ``handle`` was moved (the one question a moved handle still answers)."""
+    return handle._moved is not None
+
+
+def arrays_of(args: tuple) -> tuple:
+    """``args`` with each handle replaced by its array (None for a moved one), to pick a stream
+    from before the launch is checked."""
+    return tuple(a._array if isinstance(a, OwnedHandle) else a for a in args)
+
+
+def give_back(array: object, handle: OwnedHandle | None) -> TileTensor:
+    """The fresh handle a launch returns for ``array``, which ``handle`` (None: a raw array) brought."""
+    return TileTensor(array, name=handle._name if handle is not None else None)
+
+
+class TileTensor(OwnedHandle):
+    """A handle owning one CUDA array for Tile launches (see the module docstring).
+
+    While it is live it is a transparent stand-in for the array: it exposes
+    the wrapped array's ``__cuda_array_interface__`` and ``__dlpack__``, and
+    other attributes (``.shape``, ``.dtype``, ...) are the array's.
+    ``.array`` is the wrapped object itself.
+    """
+
+    __slots__ = ()
+    _kind = "TileTensor"
+
+    def __init__(self, array: object, *, name: str | None = None) -> None:
+        if isinstance(array, OwnedHandle):
+            raise TypeMismatchError(
+                f"mismatched types: a TileTensor wraps a CUDA array, got a {type(array).__name__}",
+                help="a TileTensor or Partition already owns its array; pass it on as it is",
+            )
+        if not (hasattr(array, "__cuda_array_interface__") or hasattr(array, "__dlpack__")):
+            raise TypeMismatchError(
+                f"mismatched types: a TileTensor wraps a CUDA array, got {describe_value(array)}",
+                help="pass a PyTorch or CuPy array, a buildtile DeviceArray, or any object with "
+                     "__cuda_array_interface__ or __dlpack__",
+            )
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a string, got {name!r}")
+        super().__init__(array, name)
+
+    @property
+    def array(self) -> object:
+        """The wrapped array object (a torch.Tensor, a CuPy array ...)."""
+        return self.live_array("reading `.array`")
+
+    @property
+    def name(self) -> str | None:
+        """The name given at creation, used in messages; None if none was given."""
+        self.live_array("reading `.name`")
+        return self._name
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return self.live_array("reading its `__cuda_array_interface__`").__cuda_array_interface__
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.live_array("exporting it with `__dlpack__()`").__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.live_array("asking its `__dlpack_device__()`").__dlpack_device__()
+
+    def partition(self, tile_shape) -> Partition:
+        """``tile.partition(self, tile_shape)``: moves this handle into a partition."""
+        return partition(self, tile_shape)
+
+    def __getattr__(self, name: str):
+        # only reached for names the class does not define: those are the array's
+        if name in OwnedHandle.__slots__:
+            raise AttributeError(name)
+        return getattr(self.live_array(f"reading `.{name}`"), name)
+
+    def __repr__(self) -> str:
+        if self._moved is not None:
+            return f"<TileTensor {self._label(self._moved)} moved into {self._moved.into}>"
+        named = f" `{self._name}`" if self._name else ""
+        try:
+            of_shape = f" of shape {tuple(self._array.shape)}"
+        except (AttributeError, TypeError):  # an array known only by its protocols
+            of_shape = ""
+        return f"<TileTensor{named} over {describe_value(self._array)}{of_shape}>"
+
+
+def tensor(array: object, *, name: str | None = None) -> TileTensor:
+    """``tile.tensor(torch_t)``: a :class:`TileTensor` owning ``array`` (a TileTensor stays itself).
+
+    ``name``, when given, is how messages refer to the tensor.
+    """
+    if isinstance(array, TileTensor):
+        array.live_array("wrapping it with `tile.tensor()`")
+        if name is None:
+            return array
+    return TileTensor(array, name=name)
+
+
+class Partition(OwnedHandle):
+    """An array and the shape of the tiles it is cut into (see the module docstring)."""
+
+    __slots__ = ("_shape", "_tile_shape")
+    _kind = "Partition"
+
+    def __init__(self, array: object, tile_shape: tuple[int, ...], shape: tuple[int, ...],
+                 name: str | None = None) -> None:
+        super().__init__(array, name)
+        self._tile_shape = tile_shape
+        self._shape = shape
+
+    @property
+    def tile_shape(self) -> tuple[int, ...]:
+        """Extent of one tile along each axis."""
+        self.live_array("reading `.tile_shape`")
+        return self._tile_shape
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The whole array's shape."""
+        self.live_array("reading `.shape`")
+        return self._shape
+
+    @property
+    def num_tiles(self) -> tuple[int, ...]:
+        """Tiles along each axis (a ragged last tile counts)."""
+        self.live_array("reading `.num_tiles`")
+        return tile_counts(self._shape, self._tile_shape)
+
+    @property
+    def array(self) -> object:
+        """The partitioned array object."""
+        return self.live_array("reading `.array`")
+
+    def into_tensor(self) -> TileTensor:
+        """Give the tensor back as a TileTensor; this partition is moved."""
+        array = self.live_array("taking its tensor with `.into_tensor()`")
+        move_all([(self, MoveSite("a TileTensor by `.into_tensor()`", help="use the TileTensor it returned"))],
+                 "taking its tensor with `.into_tensor()`")
+        return TileTensor(array, name=self._name)
+
+    def __repr__(self) -> str:
+        if self._moved is not None:
+            return f"<Partition {self._label(self._moved)} moved into {self._moved.into}>"
+        named = f" `{self._name}`" if self._name else ""
+        return f"<Partition{named} of shape {self._shape} into tiles of {self._tile_shape}>"
+
+
+def partition(array: object, tile_shape) -> Partition:
+    """Cut ``array`` (a TileTensor, which is moved, or any CUDA array) into tiles of ``tile_shape``.
+
+    ``tile_shape`` holds one positive int per axis of the array (an int is
+    accepted for 1-D arrays). Refusals are BT0600 (the tile shape) and BT0308
+    (not an array); nothing is moved when one is raised.
+    """
+    if isinstance(array, Partition):
+        raise ContractError(
+            f"cannot partition a partition again (it has tile shape {array.tile_shape})",
+            help="take the tensor back with `.into_tensor()` and partition that",
+        )
+    handle = array if isinstance(array, TileTensor) else None
+    raw = handle.live_array("partitioning it") if handle is not None else array
+    if handle is None:
+        TileTensor(raw)  # the same check of what an array is
+    shape = array_shape(raw)
+    tiles = _tile_shape(tile_shape, shape)
+    name = handle._name if handle is not None else None
+    if handle is not None:
+        move_all([(handle, MoveSite(f"a partition (tile shape {tiles})",
+                                     help="use the partition; a launch gives the tensor back from "
+                                          "`.sync_on(stream)`, and `partition.into_tensor()` returns it unlaunched"))],
+                 "partitioning it")
+    return Partition(raw, tiles, shape, name)
+
+
+def _tile_shape(tile_shape, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``tile_shape`` as a tuple of ints, checked against the array's ``shape``."""
+    items = tile_shape if isinstance(tile_shape, (list, tuple)) else (tile_shape,)
+    try:
+        if any(isinstance(t, bool) for t in items):
+            raise TypeError
+        tiles = tuple(operator.index(t) for t in items)
+    except TypeError:
+        raise ContractError(f"a tile shape is a list of ints, one per axis, got {tile_shape!r}") from None
+    if len(tiles) != len(shape):
+        raise ContractError(
+            f"cannot cut a {len(shape)}-D array of shape {shape} into {len(tiles)}-D tiles {tiles}",
+            help="give one tile extent per axis of the array",
+        )
+    if any(t < 1 for t in tiles):
+        raise ContractError(f"tile extents must be at least 1, got tile shape {tiles}")
+    return tiles
+
+
+def array_shape(array: object) -> tuple[int, ...]:
+    """The shape of any array object, without exporting it (its ``.shape`` or its CUDA array interface)."""
+    shape = getattr(array, "shape", None)
+    if shape is None and hasattr(array, "__cuda_array_interface__"):
+        shape = array.__cuda_array_interface__.get("shape")
+    try:
+        return tuple(int(n) for n in shape)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise TypeMismatchError(
+            f"mismatched types: cannot read the shape of the {type(array).__qualname__} to partition",
+            help="partition an array with a `.shape`, such as a PyTorch or CuPy array",
+        ) from None
