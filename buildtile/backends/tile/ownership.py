@@ -15,17 +15,16 @@ The rules, in the spirit of Rust's borrow checker:
 from __future__ import annotations
 
 from buildtile.backend import KernelSource
+from buildtile.backends.common.ownership import OwnershipReport
 from buildtile.backends.tile import ir
 from buildtile.backends.tile.types import ArrayT, TileIdT
-from buildtile.diagnostics import Diagnostic, Span
+from buildtile.diagnostics import Diagnostic
 
 
 def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
     params = kernel.param_types
-    diags: list[Diagnostic] = []
-
-    def report(code, node, message, label, help):
-        diags.append(Diagnostic(code, message, Span.of(node, source.display_file, source.lines), label=label, help=help))
+    checked = OwnershipReport(source)
+    report = checked.report
 
     for stmt in ir.walk_stmts(kernel.body):
         if not isinstance(stmt, ir.Store):
@@ -47,7 +46,7 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
                        f"a block stores only its own tile of `{stmt.param}`: write `{stmt.param}.store(t)`, "
                        f"or index with `{stmt.param}.tile_id({axis})` at position {axis}")
                 break
-    return diags
+    return checked.diagnostics
 
 
 def _is_own(idx: ir.Expr, param: str, axis: int) -> bool:
