@@ -8,6 +8,7 @@ what a kernel body folds, so a constant means the same thing everywhere.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 
 Constant = int | float | bool
@@ -24,6 +25,8 @@ FOLD = {
     "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "&": operator.and_,
     "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
 }
+#: the constants of ``math`` a kernel may name
+MATH_CONSTANTS: dict[str, float] = {"math.inf": math.inf, "math.nan": math.nan, "math.pi": math.pi, "math.e": math.e}
 #: operators defined for integers (and bools) only
 INTEGER_OPS = ("&", "|", "^", "<<", ">>")
 #: the largest exponent or shift folded: bigger ones are certainly a mistake in a kernel

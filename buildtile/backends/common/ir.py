@@ -77,6 +77,14 @@ class Cast(Expr):
 
 
 @dataclass(eq=False)
+class BuiltinCall(Expr):
+    """A call of a function the language defines, by name (each language has its own)."""
+
+    name: str = ""
+    args: list[Expr] = field(default_factory=list)
+
+
+@dataclass(eq=False)
 class Shape(Expr):
     """``x.shape[axis]`` of an array parameter (i64, known at launch)."""
 

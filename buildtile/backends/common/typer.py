@@ -18,6 +18,7 @@ the next, so one build reports every problem of a kernel.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from buildtile.backend import KernelSource
 from buildtile.backends.common import ir
@@ -90,6 +91,60 @@ class BaseTyper:
 
     def assign(self, target: ast.AST, value_node: ast.AST, node: ast.stmt):
         raise NotImplementedError
+
+    def declare_local(self, name: str, ty: Scalar) -> None:
+        """A new local of type ``ty``, before the body binds it."""
+        raise NotImplementedError
+
+    def param_value(self, param: ir.Param) -> ir.Expr:
+        """The value of a scalar parameter."""
+        raise NotImplementedError
+
+    def check_assignable(self, target: ast.Name) -> None:
+        """Parameters (but their local copies) and module-level names are not assigned."""
+        name = target.id
+        if name in self.params and name not in self.locals:
+            self.fail("BT0594", target, f"cannot assign to parameter `{name}`",
+                      label=f"`{name}` is a {self.params[name].ty}, a borrowed view",
+                      help="bind the value to a new local name")
+        if name in self.consts or name in self.ns:
+            self.fail("BT0308", target, f"cannot assign to `{name}`: it names a module-level constant or import",
+                      help="use a different local name")
+
+    # ------------------------------------------------------------ the kernel's signature
+    def kernel_params(self, fn: ast.FunctionDef, parse: Callable[[ast.AST | None, dict[str, str]], tuple],
+                      help: str) -> list[ir.Param]:
+        """The kernel's parameters, typed by the language's ``parse`` of an annotation (type or None,
+        and why not); a parameter with a bad annotation is reported and poisoned."""
+        args = fn.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+            self.error("BT0200", fn, "kernels take plain positional parameters only",
+                       help="remove *args, **kwargs, keyword-only parameters and defaults")
+        params = []
+        for a in args.args:
+            ty, why = parse(a.annotation, self.ns)
+            if ty is None:
+                self.error("BT0308", a.annotation or a, f"bad type for parameter `{a.arg}`: {why}", help=help)
+                self.poisoned.add(a.arg)
+                continue
+            p = ir.Param(a.arg, ty, a)
+            self.params[a.arg] = p
+            params.append(p)
+        return params
+
+    def copy_reassigned_params(self, fn: ast.FunctionDef, params: list[ir.Param]) -> list[ir.Stmt]:
+        """A scalar parameter assigned in the body is a local copy, as in Python."""
+        assigned = set().union(*(assigned_names(stmt, deep=True) for stmt in fn.body))
+        copies = []
+        for p in params:
+            if p.name in assigned and isinstance(p.ty, Scalar):
+                self.declare_local(p.name, p.ty)
+                copies.append(ir.Assign(name=p.name, value=self.param_value(p), src=p.src))
+        return copies
+
+    def check_returns_nothing(self, fn: ast.FunctionDef, help: str) -> None:
+        if fn.returns is not None and not (isinstance(fn.returns, ast.Constant) and fn.returns.value is None):
+            self.error("BT0308", fn.returns, "kernels return nothing", help=help)
 
     # ------------------------------------------------------------ statements
     def block(self, stmts: list[ast.stmt]) -> list[ir.Stmt]:
@@ -312,7 +367,9 @@ class BaseTyper:
 
     def cast(self, value: ir.Expr, target: Scalar, node: ast.Call) -> ir.Expr:
         vt = self.value_type(value.ty)
-        if _is_weak_const(value) and target != BOOL:
+        if _is_weak_const(value) and target == BOOL:
+            return self.coerce(value, target, node)   # refused: write the comparison meant
+        if _is_weak_const(value):
             # a literal converts at compile time, as Python's int() and float() do
             converted = float(value.value) if target.is_float else int(value.value)
             return self.coerce(ir.Const(WEAK_FLOAT if target.is_float else WEAK_INT, value=converted, src=node),

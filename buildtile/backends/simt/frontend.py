@@ -15,8 +15,8 @@ import ast
 from dataclasses import dataclass
 
 from buildtile.backend import KernelSource
-from buildtile.backends.common.constants import fold_constant
-from buildtile.backends.common.typer import Abort, assigned_names, is_intlike
+from buildtile.backends.common.constants import MATH_CONSTANTS, fold_constant
+from buildtile.backends.common.typer import Abort, is_intlike
 from buildtile.backends.simt import ir
 from buildtile.backends.simt.intrinsics import SimtCalls
 from buildtile.backends.simt.params import SIMT_MODULE, TYPES_MODULE, parse_param_type, scalar_of
@@ -126,25 +126,10 @@ class _KernelTyper(SimtCalls):
         if self.device_fn is not None:
             return self.run_device_function()
         fn = self.src.node
-        args = fn.args
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
-            self.error("BT0200", fn, "kernels take plain positional parameters only",
-                       help="remove *args, **kwargs, keyword-only parameters and defaults")
-        params = []
-        for a in args.args:
-            ty, why = parse_param_type(a.annotation, self.ns)
-            if ty is None:
-                self.error("BT0308", a.annotation or a, f"bad type for parameter `{a.arg}`: {why}",
-                           help="annotate it with a scalar (f32, i64, ...) or Slice[T], "
-                                "DisjointSlice[T], AtomicSlice[T], Tensor[T, rank], DisjointTensor[T, rank]")
-                self.poisoned.add(a.arg)
-                continue
-            p = ir.Param(a.arg, ty, a)
-            self.params[a.arg] = p
-            params.append(p)
-        if fn.returns is not None and not (isinstance(fn.returns, ast.Constant) and fn.returns.value is None):
-            self.error("BT0308", fn.returns, "kernels return nothing",
-                       help="write results into a DisjointSlice or DisjointTensor parameter")
+        params = self.kernel_params(fn, parse_param_type,
+                                    "annotate it with a scalar (f32, i64, ...) or Slice[T], DisjointSlice[T], "
+                                    "AtomicSlice[T], Tensor[T, rank], DisjointTensor[T, rank]")
+        self.check_returns_nothing(fn, "write results into a DisjointSlice or DisjointTensor parameter")
         body = self.copy_reassigned_params(fn, params) + self.block(fn.body)
         if len(self.index_dims) > 1:
             self.error("BT0499", fn, "kernel mixes thread indices of different dimensions "
@@ -186,17 +171,11 @@ class _KernelTyper(SimtCalls):
         self.finalize(body)
         return ir.FunctionIR(fn.name, params, local_types, body, self.ret)
 
-    def copy_reassigned_params(self, fn: ast.FunctionDef, params: list[ir.Param]) -> list[ir.Stmt]:
-        """A scalar parameter assigned in the body is a local copy, as in Python."""
-        assigned = set()
-        for stmt in fn.body:
-            assigned |= assigned_names(stmt, deep=True)
-        copies = []
-        for p in params:
-            if p.name in assigned and isinstance(p.ty, Scalar):
-                self.locals[p.name] = _Local(p.ty)
-                copies.append(ir.Assign(name=p.name, value=ir.ParamRef(p.ty, name=p.name, src=p.src), src=p.src))
-        return copies
+    def declare_local(self, name: str, ty: Scalar) -> None:
+        self.locals[name] = _Local(ty)
+
+    def param_value(self, param: ir.Param) -> ir.Expr:
+        return ir.ParamRef(param.ty, name=param.name, src=param.src)
 
     # ------------------------------------------------------------ statements
     def expression_statement(self, node: ast.Expr):
@@ -241,13 +220,7 @@ class _KernelTyper(SimtCalls):
 
     def bind(self, target: ast.Name, value: ir.Expr, node: ast.stmt):
         name = target.id
-        if name in self.params and name not in self.locals:
-            self.fail("BT0594", target, f"cannot assign to parameter `{name}`",
-                      label=f"`{name}` is a {self.params[name].ty}, a borrowed view",
-                      help="bind the value to a new local name")
-        if name in self.consts or name in self.ns:
-            self.fail("BT0308", target, f"cannot assign to `{name}`: it names a module-level constant or import",
-                      help="use a different local name")
+        self.check_assignable(target)
         if isinstance(value.ty, SharedT):
             if name in self.locals or name in self.shared:
                 self.fail("BT0384", target, f"cannot bind `{name}` twice", help="each shared array gets its own name")
@@ -394,6 +367,8 @@ class _KernelTyper(SimtCalls):
     def expr_Attribute(self, node: ast.Attribute):
         # thread geometry: simt.thread_idx.x ...
         dotted = resolve_dotted(node, self.ns)
+        if dotted in MATH_CONSTANTS:
+            return self.literal(MATH_CONSTANTS[dotted], node)
         if dotted and dotted.startswith(SIMT_MODULE + "."):
             parts = dotted[len(SIMT_MODULE) + 1:].split(".")
             if len(parts) == 2 and parts[0] in _GEOMETRY and parts[1] in ("x", "y", "z"):
@@ -497,14 +472,11 @@ class _KernelTyper(SimtCalls):
         return ty.default if isinstance(ty, Weak) else ty
 
     def finalize(self, body: list[ir.Stmt]) -> None:
-        """Literals that never met a concrete type take their defaults (i64, f32)."""
+        """A variable takes its local's final type (refined by later uses); literals their defaults."""
         for e in ir.walk_exprs(body):
-            if isinstance(e.ty, Weak):
-                e.ty = e.ty.default
-                if isinstance(e, ir.Const):
-                    e.value = float(e.value) if e.ty.is_float else int(e.value)
-            elif isinstance(e, ir.Var):
-                e.ty = self._final_type(self.locals[e.name].ty) if e.name in self.locals else e.ty
+            if isinstance(e, ir.Var) and not isinstance(e.ty, Weak) and e.name in self.locals:
+                e.ty = self._final_type(self.locals[e.name].ty)
+        super().finalize(body)
 
 
 _UNSUPPORTED_HELP = {

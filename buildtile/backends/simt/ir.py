@@ -11,22 +11,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from buildtile.backends.common.ir import (  # noqa: F401 - the shared nodes are SIMT IR nodes too
-    Assign, BinOp, BoolOp, Cast, Compare, Const, Expr, If, Param, Select, Shape, Stmt, UnaryOp, Var,
+    Assign, BinOp, BoolOp, BuiltinCall, Cast, Compare, Const, Expr, If, Param, Select, Shape, Stmt, UnaryOp, Var,
     children, walk_exprs, walk_stmts,
 )
 
 
 @dataclass(eq=False)
 class ParamRef(Expr):
+    """A kernel parameter read by name: a scalar's value, or an array for ``len``/``.shape``."""
+
     name: str = ""
 
 
 @dataclass(eq=False)
-class Intrinsic(Expr):
+class Intrinsic(BuiltinCall):
     """A call of a built-in: math functions and thread geometry."""
-
-    name: str = ""
-    args: list[Expr] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -38,11 +37,15 @@ class ThreadIndex(Expr):
 
 @dataclass(eq=False)
 class Len(Expr):
+    """``len(p)`` of a slice parameter or a shared array (i64)."""
+
     param: str = ""
 
 
 @dataclass(eq=False)
 class Load(Expr):
+    """``p[i]``, ``m[row, col]``: one element of an array parameter or a shared array."""
+
     param: str = ""
     indices: list[Expr] = field(default_factory=list)
 
@@ -70,6 +73,8 @@ class AtomicOp(Expr):
 
 @dataclass(eq=False)
 class Store(Stmt):
+    """``p[i] = v``: one element of a disjoint parameter or a shared array."""
+
     param: str = ""
     indices: list[Expr] = field(default_factory=list)
     value: Expr = None
@@ -77,11 +82,15 @@ class Store(Stmt):
 
 @dataclass(eq=False)
 class ExprStmt(Stmt):
+    """A call kept for its effect: an atomic, a barrier, a device function."""
+
     value: Expr = None
 
 
 @dataclass(eq=False)
 class ForRange(Stmt):
+    """``for var in range(start, stop, step)``, any step of the loop variable's type."""
+
     var: str = ""
     start: Expr = None
     stop: Expr = None
@@ -92,18 +101,20 @@ class ForRange(Stmt):
 
 @dataclass(eq=False)
 class While(Stmt):
+    """``while cond:``."""
+
     cond: Expr = None
     body: list[Stmt] = field(default_factory=list)
 
 
 @dataclass(eq=False)
 class Break(Stmt):
-    pass
+    """``break`` out of the innermost loop."""
 
 
 @dataclass(eq=False)
 class Continue(Stmt):
-    pass
+    """``continue`` with the next iteration of the innermost loop."""
 
 
 @dataclass(eq=False)
@@ -121,6 +132,8 @@ class SharedDecl(Stmt):
 
 @dataclass(eq=False)
 class Unsafe(Stmt):
+    """``with simt.unsafe():``: the programmer vouches for disjointness inside."""
+
     body: list[Stmt] = field(default_factory=list)
 
 
@@ -137,6 +150,8 @@ class FunctionIR:
 
 @dataclass
 class KernelIR:
+    """A ``@simt.kernel``: its parameters, typed body, thread-index rank and what it calls."""
+
     name: str
     params: list[Param]
     locals: dict[str, Any]          # local name -> type

@@ -19,7 +19,7 @@ import ast
 
 from buildtile.backend import KernelSource
 from buildtile.diagnostics import Diagnostic
-from buildtile.backends.common.ownership import OwnershipReport
+from buildtile.backends.common.ownership import OwnershipReport, why_not_own
 from buildtile.backends.simt import ir
 from buildtile.backends.simt.types import SliceT, TensorT, WitnessT
 
@@ -106,15 +106,9 @@ def _check_own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, rep
 
 
 def _why_not_own(idx: ir.Expr) -> str:
-    if isinstance(idx, ir.Const):
-        return "a constant index names the same element in every thread"
     if isinstance(idx, ir.Load):
         return "an index read from memory may repeat across threads"
-    if isinstance(idx, (ir.BinOp, ir.UnaryOp, ir.Cast)):
-        return "arithmetic on the thread index gives an index another thread may own"
-    if isinstance(idx, ir.Var):
-        return f"`{idx.name}` is a plain integer, not a ThreadIndex"
-    return "this index is not a ThreadIndex"
+    return why_not_own(idx, "a ThreadIndex", "element", "thread")
 
 
 def _own_call(rank: int) -> str:

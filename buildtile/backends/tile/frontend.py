@@ -59,20 +59,8 @@ class _Typer(TileOperations):
     # ------------------------------------------------------------ kernel
     def run(self) -> ir.KernelIR:
         fn = self.src.node
-        args = fn.args
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
-            self.error("BT0200", fn, "kernels take plain positional parameters only",
-                       help="remove *args, **kwargs, keyword-only parameters and defaults")
-        params = []
-        for a in args.args:
-            ty, why = parse_param_type(a.annotation, self.ns)
-            if ty is None:
-                self.error("BT0308", a.annotation or a, f"bad type for parameter `{a.arg}`: {why}",
-                           help="annotate it with a scalar (f32, i64, ...), Tensor[T, rank] or tile.Out[T, rank]")
-                continue
-            p = ir.Param(a.arg, ty, a)
-            self.params[a.arg] = p
-            params.append(p)
+        params = self.kernel_params(fn, parse_param_type,
+                                    "annotate it with a scalar (f32, i64, ...), Tensor[T, rank] or tile.Out[T, rank]")
         outs = [p for p in params if isinstance(p.ty, ArrayT) and p.ty.is_out]
         if not outs and not self.diagnostics:
             self.error("BT0308", fn, f"tile kernel `{fn.name}` has no tile.Out parameter",
@@ -81,9 +69,8 @@ class _Typer(TileOperations):
         if len({p.ty.rank for p in outs}) > 1:
             self.error("BT0308", fn, "the tile.Out parameters of one kernel must have the same rank",
                        help="they share one grid of tiles")
-        if fn.returns is not None and not (isinstance(fn.returns, ast.Constant) and fn.returns.value is None):
-            self.error("BT0308", fn.returns, "kernels return nothing", help="store results into a tile.Out parameter")
-        body = self.block(fn.body)
+        self.check_returns_nothing(fn, "store results into a tile.Out parameter")
+        body = self.copy_reassigned_params(fn, params) + self.block(fn.body)
         self.finalize(body)
         shapes = {p.name: tuple(self.tile_shapes.get(p.name, ())) for p in outs}
         return ir.KernelIR(fn.name, params, dict(self.locals), body, shapes)
@@ -127,15 +114,12 @@ class _Typer(TileOperations):
         if not isinstance(target, ast.Name):
             self.fail("BT0200", target, "only a plain name can be updated in place")
 
-    def check_assignable(self, target: ast.Name) -> None:
-        name = target.id
-        if name in self.params:
-            self.fail("BT0594", target, f"cannot assign to parameter `{name}`",
-                      label=f"`{name}` is a {self.params[name].ty}",
-                      help="bind the value to a new local name")
-        if name in self.consts or name in self.ns:
-            self.fail("BT0308", target, f"cannot assign to `{name}`: it names a module-level constant or import",
-                      help="use a different local name")
+    def declare_local(self, name: str, ty: Scalar) -> None:
+        self.locals[name] = ty
+        self.counts[name] += 1      # the copy is a binding too: the name is no constant
+
+    def param_value(self, param: ir.Param) -> ir.Expr:
+        return ir.ScalarParam(param.ty, name=param.name, src=param.src)
 
     def bind_const(self, target: ast.AST, value, node: ast.stmt):
         if not isinstance(target, ast.Name):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from buildtile.backends.common.ir import (  # noqa: F401 - the shared nodes are tile IR nodes too
-    Assign, BinOp, BoolOp, Cast, Compare, Const, Expr, If, Param, Select, Shape, Stmt, UnaryOp, Var,
+    Assign, BinOp, BoolOp, BuiltinCall, Cast, Compare, Const, Expr, If, Param, Select, Shape, Stmt, UnaryOp, Var,
     children, walk_exprs, walk_stmts,
 )
 
@@ -23,6 +23,8 @@ from buildtile.backends.common.ir import (  # noqa: F401 - the shared nodes are 
 
 @dataclass(eq=False)
 class ScalarParam(Expr):
+    """A scalar kernel parameter's value."""
+
     name: str = ""
 
 
@@ -43,11 +45,8 @@ class NumTiles(Expr):
 
 
 @dataclass(eq=False)
-class Math(Expr):
+class Math(BuiltinCall):
     """An elementwise math function: exp, log, sqrt, maximum ..."""
-
-    name: str = ""
-    args: list[Expr] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- tiles
@@ -55,6 +54,8 @@ class Math(Expr):
 
 @dataclass(eq=False)
 class Where(Expr):
+    """``tile.where(cond, a, b)``: per element, ``a`` where ``cond`` holds, else ``b``."""
+
     cond: Expr = None
     then: Expr = None
     orelse: Expr = None
@@ -84,6 +85,8 @@ class ExpandDims(Expr):
 
 @dataclass(eq=False)
 class Reshape(Expr):
+    """The same elements, in row-major order, as a tile of ``ty.shape``."""
+
     value: Expr = None
 
 
@@ -97,6 +100,8 @@ class Permute(Expr):
 
 @dataclass(eq=False)
 class Reduce(Expr):
+    """``t.sum(axis)`` and friends: ``axis`` reduced away."""
+
     op: str = "sum"        # sum, max, min
     value: Expr = None
     axis: int = 0
@@ -160,6 +165,8 @@ class ForRange(Stmt):
 
 @dataclass
 class KernelIR:
+    """One specialization of a ``@tile.kernel``: every tile shape in it is a constant."""
+
     name: str
     params: list[Param]
     locals: dict[str, Any]         # local name -> Scalar, TileT or TileIdT

@@ -15,7 +15,7 @@ The rules, in the spirit of Rust's borrow checker:
 from __future__ import annotations
 
 from buildtile.backend import KernelSource
-from buildtile.backends.common.ownership import OwnershipReport
+from buildtile.backends.common.ownership import OwnershipReport, why_not_own
 from buildtile.backends.tile import ir
 from buildtile.backends.tile.types import ArrayT, TileIdT
 from buildtile.diagnostics import Diagnostic
@@ -58,10 +58,4 @@ def _why_not_own(idx: ir.Expr, param: str, axis: int) -> str:
         if idx.ty.param != param:
             return f"this is a tile id of `{idx.ty.param}`, not of `{param}`"
         return f"this is `{param}`'s tile id along axis {idx.ty.axis}, used for axis {axis}"
-    if isinstance(idx, ir.Const):
-        return "a constant index names the same tile in every block"
-    if isinstance(idx, (ir.BinOp, ir.UnaryOp, ir.Cast)):
-        return "arithmetic on a tile id names a tile another block owns"
-    if isinstance(idx, ir.Var):
-        return f"`{idx.name}` is a plain integer, not `{param}.tile_id({axis})`"
-    return f"this index is not `{param}.tile_id({axis})`"
+    return why_not_own(idx, f"`{param}.tile_id({axis})`", "tile", "block")

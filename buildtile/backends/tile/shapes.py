@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import math
 
-from buildtile.backends.common.constants import BINOPS, fold_binop
+from buildtile.backends.common.constants import BINOPS, MATH_CONSTANTS, fold_binop
 from buildtile.backends.common.typer import BaseTyper
 from buildtile.backends.tile import ir
 from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, is_pow2, value_type
@@ -21,7 +21,6 @@ TILE_MODULE = "buildtile.tile"
 #: the most elements one tile may have (registers: 128 f32 per thread at 256 threads, as a
 #: 128 x 256 mma accumulator takes)
 MAX_TILE_ELEMENTS = 1 << 15
-_CONST_NAMES = {"math.inf": math.inf, "math.nan": math.nan, "math.pi": math.pi, "math.e": math.e}
 
 
 class TileShapes(BaseTyper):
@@ -55,8 +54,8 @@ class TileShapes(BaseTyper):
                 return None
         if isinstance(node, ast.Attribute):
             dotted = resolve_dotted(node, self.ns)
-            if dotted in _CONST_NAMES:
-                return _CONST_NAMES[dotted]
+            if dotted in MATH_CONSTANTS:
+                return MATH_CONSTANTS[dotted]
             if node.attr == "tile_shape" and isinstance(node.value, ast.Name) and node.value.id in self.tile_shapes:
                 return tuple(self.tile_shapes[node.value.id])
             if node.attr == "shape" and isinstance(node.value, ast.Name) and isinstance(self.locals.get(node.value.id), TileT):
