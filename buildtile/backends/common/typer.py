@@ -26,7 +26,6 @@ from buildtile.backends.common.constants import BINOPS, CMPOPS, INTEGER_OPS, fol
 from buildtile.backends.common.types import BOOL, F64, SCALARS, WEAK_FLOAT, WEAK_INT, Scalar, Weak
 from buildtile.diagnostics import Diagnostic, Span
 
-TYPES_MODULE = "buildtile.types"
 
 class Abort(Exception):
     """Stops typing one statement after its diagnostic was recorded."""
@@ -252,7 +251,8 @@ class BaseTyper:
     def binop(self, op: str, lhs: ir.Expr, rhs: ir.Expr, node: ast.AST, lnode: ast.AST, rnode: ast.AST) -> ir.Expr:
         return self.scalar_binop(op, lhs, rhs, node, lnode, rnode)
 
-    def scalar_binop(self, op: str, lhs: ir.Expr, rhs: ir.Expr, node: ast.AST, lnode: ast.AST, rnode: ast.AST) -> ir.Expr:
+    def scalar_binop(self, op: str, lhs: ir.Expr, rhs: ir.Expr, node: ast.AST, lnode: ast.AST,
+                     rnode: ast.AST) -> ir.Expr:
         if _is_weak_const(lhs) and _is_weak_const(rhs):
             try:
                 value = fold_binop(op, lhs.value, rhs.value)
@@ -443,12 +443,13 @@ class BaseTyper:
             self.refine(value.name, ty, value.src)
             return ir.Var(ty, name=value.name, src=value.src)
         if isinstance(value, ir.BinOp):
-            return ir.BinOp(ty, op=value.op, lhs=self.retype(value.lhs, ty), rhs=self.retype(value.rhs, ty), src=value.src)
+            return ir.BinOp(ty, op=value.op, lhs=self.retype(value.lhs, ty), rhs=self.retype(value.rhs, ty),
+                            src=value.src)
         if isinstance(value, ir.UnaryOp):
             return ir.UnaryOp(ty, op=value.op, operand=self.retype(value.operand, ty), src=value.src)
         if isinstance(value, ir.Select):
-            return ir.Select(ty, cond=value.cond, then=self.retype(value.then, ty), orelse=self.retype(value.orelse, ty),
-                             src=value.src)
+            return ir.Select(ty, cond=value.cond, then=self.retype(value.then, ty),
+                             orelse=self.retype(value.orelse, ty), src=value.src)
         return self.retype_other(value, ty)
 
     def defaulted(self, value: ir.Expr) -> ir.Expr:

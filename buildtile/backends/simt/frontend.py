@@ -93,15 +93,33 @@ class _DeviceFunctions:
         return fn
 
 
+_UNSUPPORTED_HELP = {
+    "FunctionDef": "define helpers at module level with @simt.device",
+    "Lambda": "define helpers at module level with @simt.device",
+    "ListComp": "kernels have no lists; write a loop",
+    "List": "kernels have no lists; use a parameter or shared memory",
+    "Dict": "kernels have no dicts",
+    "Try": "kernels have no exceptions",
+    "Raise": "kernels have no exceptions",
+    "Import": "import at module level",
+    "ImportFrom": "import at module level",
+    "Global": "module-level names are read-only constants in kernels",
+    "Nonlocal": "kernels have no closures",
+    "JoinedStr": "kernels have no strings",
+    "Yield": "kernels are not generators",
+    "Await": "kernels are not coroutines",
+}
+
+
 class _KernelTyper(SimtCalls):
     """Types one kernel, or with ``device_fn`` one ``@simt.device`` function."""
 
     reference = "see the SIMT language reference"
+    unsupported_help = _UNSUPPORTED_HELP
 
     def __init__(self, source: KernelSource, refined: dict[str, Scalar], functions: _DeviceFunctions,
                  device_fn: ast.FunctionDef | None = None) -> None:
         super().__init__(source)
-        self.unsupported_help = _UNSUPPORTED_HELP
         self.functions = functions
         self.device_fn = device_fn
         self.ret = None
@@ -477,21 +495,3 @@ class _KernelTyper(SimtCalls):
             if isinstance(e, ir.Var) and not isinstance(e.ty, Weak) and e.name in self.locals:
                 e.ty = self._final_type(self.locals[e.name].ty)
         super().finalize(body)
-
-
-_UNSUPPORTED_HELP = {
-    "FunctionDef": "define helpers at module level with @simt.device",
-    "Lambda": "define helpers at module level with @simt.device",
-    "ListComp": "kernels have no lists; write a loop",
-    "List": "kernels have no lists; use a parameter or shared memory",
-    "Dict": "kernels have no dicts",
-    "Try": "kernels have no exceptions",
-    "Raise": "kernels have no exceptions",
-    "Import": "import at module level",
-    "ImportFrom": "import at module level",
-    "Global": "module-level names are read-only constants in kernels",
-    "Nonlocal": "kernels have no closures",
-    "JoinedStr": "kernels have no strings",
-    "Yield": "kernels are not generators",
-    "Await": "kernels are not coroutines",
-}

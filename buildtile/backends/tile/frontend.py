@@ -44,14 +44,34 @@ def _assignment_counts(fn: ast.FunctionDef) -> Counter:
     return counts
 
 
+_UNSUPPORTED_HELP = {
+    "While": "loop with `for k in tile.range(n)`",
+    "Return": "a tile kernel runs to its end; guard work with `if` instead",
+    "Break": "loops run their whole range; use tile.where to mask work",
+    "Continue": "loops run their whole range; use tile.where to mask work",
+    "FunctionDef": "define kernels at module level",
+    "Lambda": "write the expression inline",
+    "ListComp": "tile kernels have no lists; use tile operations",
+    "List": "tile kernels have no lists; tuples are shapes and indices",
+    "Dict": "tile kernels have no dicts",
+    "Try": "kernels have no exceptions",
+    "Raise": "kernels have no exceptions",
+    "With": "tile kernels have no shared memory or unsafe blocks: the compiler manages memory",
+    "Import": "import at module level",
+    "ImportFrom": "import at module level",
+    "JoinedStr": "kernels have no strings",
+    "AnnAssign": "write `x = value`; tile types are inferred",
+}
+
+
 class _Typer(TileOperations):
     kernels = "tile kernels"
     reference = "see the Tile language reference (DESIGN §3)"
     operands = "scalars or tiles"
+    unsupported_help = _UNSUPPORTED_HELP
 
     def __init__(self, source: KernelSource, tile_shapes: dict[str, tuple[int, ...]]) -> None:
         super().__init__(source)
-        self.unsupported_help = _UNSUPPORTED_HELP
         self.tile_shapes = tile_shapes
         self.const_locals: dict[str, object] = {}
         self.counts = _assignment_counts(source.node)
@@ -145,7 +165,7 @@ class _Typer(TileOperations):
         if isinstance(existing, TileT) or isinstance(ty, TileT):
             if existing != ty:
                 self.type_mismatch(node, f"`{name}`", existing, ty,
-                              help="a name keeps one tile type (dtype and shape); use a new name or .astype()")
+                                   help="a name keeps one tile type (dtype and shape); use a new name or .astype()")
             return ir.Assign(name=name, value=value, src=node)
         return ir.Assign(name=name, value=self.coerce(value, value_type(existing), node), src=node)
 
@@ -407,23 +427,4 @@ _TILE_AS_CONDITION = {
     "boolop": ("`and`/`or` combine scalar conditions", "combine tiles of bools with `&` and `|`"),
     "ifexp": ("`a if cond else b` takes a scalar condition", "choose per element with `tile.where(cond, a, b)`"),
     "not": ("`not` applies to scalar conditions", "use `~mask` for a tile of bools"),
-}
-
-_UNSUPPORTED_HELP = {
-    "While": "loop with `for k in tile.range(n)`",
-    "Return": "a tile kernel runs to its end; guard work with `if` instead",
-    "Break": "loops run their whole range; use tile.where to mask work",
-    "Continue": "loops run their whole range; use tile.where to mask work",
-    "FunctionDef": "define kernels at module level",
-    "Lambda": "write the expression inline",
-    "ListComp": "tile kernels have no lists; use tile operations",
-    "List": "tile kernels have no lists; tuples are shapes and indices",
-    "Dict": "tile kernels have no dicts",
-    "Try": "kernels have no exceptions",
-    "Raise": "kernels have no exceptions",
-    "With": "tile kernels have no shared memory or unsafe blocks: the compiler manages memory",
-    "Import": "import at module level",
-    "ImportFrom": "import at module level",
-    "JoinedStr": "kernels have no strings",
-    "AnnAssign": "write `x = value`; tile types are inferred",
 }

@@ -245,7 +245,7 @@ class TileOperations(TileShapes):
                       label="a's columns must equal b's rows")
         if acc.ty != TileT(F32, (m, n)):
             self.type_mismatch(args["acc"], "the accumulator of tile.mma", TileT(F32, (m, n)), acc.ty,
-                          help="accumulate in f32: start from tile.zeros((M, N), f32)")
+                               help="accumulate in f32: start from tile.zeros((M, N), f32)")
         if min(m, n, k) < 16:
             self.fail("BT0308", node, f"tile.mma of {m} x {k} by {k} x {n}: every extent must be at least 16",
                       help="tensor cores work on 16 x 8 x 16 fragments")

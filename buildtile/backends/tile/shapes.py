@@ -112,7 +112,7 @@ class TileShapes(BaseTyper):
         for v in tiles[1:]:
             if v.ty.dtype != dtype:
                 self.type_mismatch(node, "the operands", f"tiles of {dtype}", f"a tile of {v.ty.dtype}",
-                              help="convert one of them with .astype(...)")
+                                   help="convert one of them with .astype(...)")
         shape = self.broadcast_shapes([v.ty.shape for v in tiles], node)
         out = []
         for v, n in zip(values, nodes):
