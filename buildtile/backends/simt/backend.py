@@ -7,13 +7,14 @@ import pprint
 
 from buildtile import __version__
 from buildtile.backend import AnalyzedKernel, Backend, BackendImpl, CompileEntry, CompileOptions, KernelSource
-from buildtile.contract import parse_contract
+from buildtile.backends.common.constants import module_constants
+from buildtile.backends.common.contract import parse_contract
 from buildtile.diagnostics import Diagnostic, Span
 from buildtile.errors import CompileError
 from buildtile.interop.abi import mangle
 from buildtile.toolchain.ptx import llvm_to_ptx
-from buildtile.backends.simt import frontend, ir, lower, ownership
-from buildtile.backends.simt.types import Scalar, param_kind_name
+from buildtile.backends.simt import frontend, intrinsics, ir, lower, ownership
+from buildtile.backends.simt.types import Scalar, param_facts, param_kind_name
 
 
 def params_record(kernel_ir) -> list[dict]:
@@ -37,9 +38,9 @@ class SimtBackend(BackendImpl):
         for a in source.node.args.args:
             ty, _ = frontend.parse_param_type(a.annotation, source.namespace)
             if ty is not None:
-                param_types[a.arg] = ty
+                param_types[a.arg] = param_facts(ty)
         contract, contract_diags = parse_contract(
-            source.decorator, param_types, frontend.module_constants(source.module_ast),
+            source.decorator, param_types, module_constants(source.module_ast),
             source.display_file, source.lines,
         )
         diags = list(contract_diags) + list(diags)
@@ -100,7 +101,7 @@ def can_coarsen(kernel_ir, contract: dict) -> bool:
             if isinstance(stmt, (ir.Unsafe, ir.SharedDecl)):
                 return False
         for expr in ir.walk_exprs(body):
-            if isinstance(expr, ir.Intrinsic) and expr.name not in frontend.MATH_FUNCTIONS:
+            if isinstance(expr, ir.Intrinsic) and expr.name not in intrinsics.MATH_FUNCTIONS:
                 return False   # thread geometry, lanes, warps, barriers, shuffles, votes
             if isinstance(expr, ir.ThreadIndex) and expr.dims != 1:
                 return False

@@ -1,83 +1,31 @@
 """The SIMT typed IR: structured statements over typed expressions.
 
-Every node keeps the ``ast`` node it came from (``src``), so later stages
-(ownership checks, debug bounds reports) can point at the source.
+The nodes both languages share live in ``buildtile.backends.common.ir``;
+these are SIMT's own: parameters by name, thread geometry, element loads
+and stores, atomics, shared memory, device functions and their loops.
 """
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass(eq=False)
-class Expr:
-    ty: Any
-    src: ast.AST | None = field(default=None, repr=False, kw_only=True)
-
-
-@dataclass(eq=False)
-class Const(Expr):
-    value: int | float | bool = 0
-
-
-@dataclass(eq=False)
-class Var(Expr):
-    name: str = ""
+from buildtile.backends.common.ir import (  # noqa: F401 - the shared nodes are SIMT IR nodes too
+    Assign, BinOp, BoolOp, BuiltinCall, Cast, Compare, Const, Expr, If, Param, Select, Shape, Stmt, UnaryOp, Var,
+    children, walk_exprs, walk_stmts,
+)
 
 
 @dataclass(eq=False)
 class ParamRef(Expr):
+    """A kernel parameter read by name: a scalar's value, or an array for ``len``/``.shape``."""
+
     name: str = ""
 
 
 @dataclass(eq=False)
-class BinOp(Expr):
-    op: str = "+"          # + - * / // % & | ^ << >>
-    lhs: Expr = None
-    rhs: Expr = None
-
-
-@dataclass(eq=False)
-class Compare(Expr):
-    op: str = "<"          # < <= > >= == !=
-    lhs: Expr = None
-    rhs: Expr = None
-
-
-@dataclass(eq=False)
-class BoolOp(Expr):
-    op: str = "and"        # and / or, short-circuit
-    values: list[Expr] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class UnaryOp(Expr):
-    op: str = "-"          # - not ~
-    operand: Expr = None
-
-
-@dataclass(eq=False)
-class Select(Expr):
-    """``a if cond else b`` (both sides evaluated lazily)."""
-
-    cond: Expr = None
-    then: Expr = None
-    orelse: Expr = None
-
-
-@dataclass(eq=False)
-class Cast(Expr):
-    value: Expr = None
-
-
-@dataclass(eq=False)
-class Intrinsic(Expr):
+class Intrinsic(BuiltinCall):
     """A call of a built-in: math functions and thread geometry."""
-
-    name: str = ""
-    args: list[Expr] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -89,17 +37,15 @@ class ThreadIndex(Expr):
 
 @dataclass(eq=False)
 class Len(Expr):
-    param: str = ""
+    """``len(p)`` of a slice parameter or a shared array (i64)."""
 
-
-@dataclass(eq=False)
-class Shape(Expr):
     param: str = ""
-    axis: int = 0
 
 
 @dataclass(eq=False)
 class Load(Expr):
+    """``p[i]``, ``m[row, col]``: one element of an array parameter or a shared array."""
+
     param: str = ""
     indices: list[Expr] = field(default_factory=list)
 
@@ -126,18 +72,9 @@ class AtomicOp(Expr):
 
 
 @dataclass(eq=False)
-class Stmt:
-    src: ast.AST | None = field(default=None, repr=False, kw_only=True)
-
-
-@dataclass(eq=False)
-class Assign(Stmt):
-    name: str = ""
-    value: Expr = None
-
-
-@dataclass(eq=False)
 class Store(Stmt):
+    """``p[i] = v``: one element of a disjoint parameter or a shared array."""
+
     param: str = ""
     indices: list[Expr] = field(default_factory=list)
     value: Expr = None
@@ -145,18 +82,15 @@ class Store(Stmt):
 
 @dataclass(eq=False)
 class ExprStmt(Stmt):
+    """A call kept for its effect: an atomic, a barrier, a device function."""
+
     value: Expr = None
 
 
 @dataclass(eq=False)
-class If(Stmt):
-    cond: Expr = None
-    then: list[Stmt] = field(default_factory=list)
-    orelse: list[Stmt] = field(default_factory=list)
-
-
-@dataclass(eq=False)
 class ForRange(Stmt):
+    """``for var in range(start, stop, step)``, any step of the loop variable's type."""
+
     var: str = ""
     start: Expr = None
     stop: Expr = None
@@ -167,18 +101,20 @@ class ForRange(Stmt):
 
 @dataclass(eq=False)
 class While(Stmt):
+    """``while cond:``."""
+
     cond: Expr = None
     body: list[Stmt] = field(default_factory=list)
 
 
 @dataclass(eq=False)
 class Break(Stmt):
-    pass
+    """``break`` out of the innermost loop."""
 
 
 @dataclass(eq=False)
 class Continue(Stmt):
-    pass
+    """``continue`` with the next iteration of the innermost loop."""
 
 
 @dataclass(eq=False)
@@ -196,14 +132,9 @@ class SharedDecl(Stmt):
 
 @dataclass(eq=False)
 class Unsafe(Stmt):
+    """``with simt.unsafe():``: the programmer vouches for disjointness inside."""
+
     body: list[Stmt] = field(default_factory=list)
-
-
-@dataclass
-class Param:
-    name: str
-    ty: Any
-    src: ast.AST | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -219,6 +150,8 @@ class FunctionIR:
 
 @dataclass
 class KernelIR:
+    """A ``@simt.kernel``: its parameters, typed body, thread-index rank and what it calls."""
+
     name: str
     params: list[Param]
     locals: dict[str, Any]          # local name -> type
@@ -227,25 +160,3 @@ class KernelIR:
     shared: dict[str, Any] = field(default_factory=dict)   # shared array name -> SharedT
     functions: dict[str, FunctionIR] = field(default_factory=dict)  # device functions it calls
 
-
-def walk_exprs(node):
-    """Yield every expression under a statement or expression, depth first."""
-    if isinstance(node, list):
-        for item in node:
-            yield from walk_exprs(item)
-        return
-    if isinstance(node, Expr):
-        yield node
-    if isinstance(node, (Expr, Stmt)):
-        for value in vars(node).values():
-            if isinstance(value, (Expr, Stmt, list)):
-                yield from walk_exprs(value)
-
-
-def walk_stmts(stmts):
-    """Yield every statement, nested ones included, depth first."""
-    for stmt in stmts:
-        yield stmt
-        for value in vars(stmt).values():
-            if isinstance(value, list) and value and isinstance(value[0], Stmt):
-                yield from walk_stmts(value)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import ast
 
 from buildtile.backend import KernelSource
-from buildtile.diagnostics import Diagnostic, Span
+from buildtile.diagnostics import Diagnostic
+from buildtile.backends.common.ownership import OwnershipReport, why_not_own
 from buildtile.backends.simt import ir
 from buildtile.backends.simt.types import SliceT, TensorT, WitnessT
 
@@ -26,14 +27,9 @@ from buildtile.backends.simt.types import SliceT, TensorT, WitnessT
 def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
     params = {p.name: p.ty for p in kernel.params}
     params.update(kernel.shared)
-    diags: list[Diagnostic] = []
+    checked = OwnershipReport(source)
+    report = checked.report
     orders: dict = {}        # disjoint tensor -> (axis order of its first access, where)
-
-    def report(code, node, message, label, help):
-        span = Span.of(node, source.display_file, source.lines)
-        if any(d.code == code and d.span == span for d in diags):
-            return   # `c[i + 1] += v` reads and writes one place: one error is enough
-        diags.append(Diagnostic(code, message, span, label=label, help=help))
 
     def outside_unsafe(node, what: str) -> None:
         report("BT0133", node, f"{what} requires unsafe",
@@ -76,7 +72,7 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
                     visit(value, unsafe)
 
     visit(kernel.body, False)
-    return diags
+    return checked.diagnostics
 
 
 def _check_own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, report, orders: dict) -> None:
@@ -110,15 +106,9 @@ def _check_own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, rep
 
 
 def _why_not_own(idx: ir.Expr) -> str:
-    if isinstance(idx, ir.Const):
-        return "a constant index names the same element in every thread"
     if isinstance(idx, ir.Load):
         return "an index read from memory may repeat across threads"
-    if isinstance(idx, (ir.BinOp, ir.UnaryOp, ir.Cast)):
-        return "arithmetic on the thread index gives an index another thread may own"
-    if isinstance(idx, ir.Var):
-        return f"`{idx.name}` is a plain integer, not a ThreadIndex"
-    return "this index is not a ThreadIndex"
+    return why_not_own(idx, "a ThreadIndex", "element", "thread")
 
 
 def _own_call(rank: int) -> str:

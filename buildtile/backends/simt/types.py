@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from buildtile.backends.common.contract import ParamFacts
 from buildtile.backends.common.types import (  # noqa: F401 - the SIMT typer speaks of scalars through this module
     BF16, BOOL, F16, F32, F64, I32, I64, SCALARS, U32, U64, VOID, WEAK_FLOAT, WEAK_INT, Scalar, Weak,
 )
@@ -93,3 +94,10 @@ def param_kind_name(ty) -> str:
     if isinstance(ty, SliceT):
         return {"read": "slice", "disjoint": "disjoint_slice", "atomic": "atomic_slice"}[ty.access]
     return "tensor" if ty.access == "read" else "disjoint_tensor"
+
+
+def param_facts(ty) -> ParamFacts:
+    """What a launch contract's ``requires`` may say of a parameter of type ``ty``."""
+    if isinstance(ty, Scalar):
+        return ParamFacts.scalar(ty.is_int)
+    return ParamFacts.array(ty.rank)

@@ -9,42 +9,23 @@ tile-valued nodes get a ``layout`` from the layout plan (``plan.py``).
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass(eq=False)
-class Expr:
-    ty: Any
-    src: ast.AST | None = field(default=None, repr=False, kw_only=True)
-    layout: Any = field(default=None, repr=False, kw_only=True)   # set by the layout plan
+from buildtile.backends.common.ir import (  # noqa: F401 - the shared nodes are tile IR nodes too
+    Assign, BinOp, BoolOp, BuiltinCall, Cast, Compare, Const, Expr, If, Param, Select, Shape, Stmt, UnaryOp, Var,
+    children, walk_exprs, walk_stmts,
+)
 
 
 # ---------------------------------------------------------------- scalars
 
 
 @dataclass(eq=False)
-class Const(Expr):
-    value: int | float | bool = 0
-
-
-@dataclass(eq=False)
-class Var(Expr):
-    name: str = ""
-
-
-@dataclass(eq=False)
 class ScalarParam(Expr):
+    """A scalar kernel parameter's value."""
+
     name: str = ""
-
-
-@dataclass(eq=False)
-class Shape(Expr):
-    """``x.shape[axis]`` of an array parameter (i64, known at launch)."""
-
-    param: str = ""
-    axis: int = 0
 
 
 @dataclass(eq=False)
@@ -64,58 +45,8 @@ class NumTiles(Expr):
 
 
 @dataclass(eq=False)
-class Select(Expr):
-    """Scalar ``a if cond else b``."""
-
-    cond: Expr = None
-    then: Expr = None
-    orelse: Expr = None
-
-
-# ---------------------------------------------------------------- scalars and tiles alike
-
-
-@dataclass(eq=False)
-class BinOp(Expr):
-    op: str = "+"          # + - * / // % & | ^ cdiv
-    lhs: Expr = None
-    rhs: Expr = None
-
-
-@dataclass(eq=False)
-class Compare(Expr):
-    op: str = "<"
-    lhs: Expr = None
-    rhs: Expr = None
-
-
-@dataclass(eq=False)
-class UnaryOp(Expr):
-    op: str = "-"          # - not ~
-    operand: Expr = None
-
-
-@dataclass(eq=False)
-class BoolOp(Expr):
-    """``and`` / ``or`` of scalar conditions (no side effects, so not short-circuit)."""
-
-    op: str = "and"
-    values: list[Expr] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class Cast(Expr):
-    """A scalar cast ``f32(x)`` or a tile's ``astype``."""
-
-    value: Expr = None
-
-
-@dataclass(eq=False)
-class Math(Expr):
+class Math(BuiltinCall):
     """An elementwise math function: exp, log, sqrt, maximum ..."""
-
-    name: str = ""
-    args: list[Expr] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- tiles
@@ -123,6 +54,8 @@ class Math(Expr):
 
 @dataclass(eq=False)
 class Where(Expr):
+    """``tile.where(cond, a, b)``: per element, ``a`` where ``cond`` holds, else ``b``."""
+
     cond: Expr = None
     then: Expr = None
     orelse: Expr = None
@@ -152,6 +85,8 @@ class ExpandDims(Expr):
 
 @dataclass(eq=False)
 class Reshape(Expr):
+    """The same elements, in row-major order, as a tile of ``ty.shape``."""
+
     value: Expr = None
 
 
@@ -165,6 +100,8 @@ class Permute(Expr):
 
 @dataclass(eq=False)
 class Reduce(Expr):
+    """``t.sum(axis)`` and friends: ``axis`` reduced away."""
+
     op: str = "sum"        # sum, max, min
     value: Expr = None
     axis: int = 0
@@ -207,30 +144,12 @@ class Mma(Expr):
 
 
 @dataclass(eq=False)
-class Stmt:
-    src: ast.AST | None = field(default=None, repr=False, kw_only=True)
-
-
-@dataclass(eq=False)
-class Assign(Stmt):
-    name: str = ""
-    value: Expr = None
-
-
-@dataclass(eq=False)
 class Store(Stmt):
     """``z.store(t)`` (``index`` None: the block's own tile) or ``tile.store(z, index, t)``."""
 
     param: str = ""
     index: list[Expr] | None = None
     value: Expr = None
-
-
-@dataclass(eq=False)
-class If(Stmt):
-    cond: Expr = None
-    then: list[Stmt] = field(default_factory=list)
-    orelse: list[Stmt] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -245,14 +164,9 @@ class ForRange(Stmt):
 
 
 @dataclass
-class Param:
-    name: str
-    ty: Any                        # Scalar or ArrayT
-    src: ast.AST | None = field(default=None, repr=False)
-
-
-@dataclass
 class KernelIR:
+    """One specialization of a ``@tile.kernel``: every tile shape in it is a constant."""
+
     name: str
     params: list[Param]
     locals: dict[str, Any]         # local name -> Scalar, TileT or TileIdT
@@ -262,38 +176,6 @@ class KernelIR:
     @property
     def param_types(self) -> dict[str, Any]:
         return {p.name: p.ty for p in self.params}
-
-
-def children(node) -> list:
-    """The expressions and statements directly under ``node``."""
-    out = []
-    for value in vars(node).values():
-        if isinstance(value, (Expr, Stmt)):
-            out.append(value)
-        elif isinstance(value, list):
-            out.extend(v for v in value if isinstance(v, (Expr, Stmt)))
-    return out
-
-
-def walk_exprs(node):
-    """Every expression under a statement, an expression or a list of them, depth first."""
-    if isinstance(node, list):
-        for item in node:
-            yield from walk_exprs(item)
-        return
-    if isinstance(node, Expr):
-        yield node
-    for child in children(node) if isinstance(node, (Expr, Stmt)) else ():
-        yield from walk_exprs(child)
-
-
-def walk_stmts(stmts):
-    """Every statement, nested ones included, depth first."""
-    for stmt in stmts:
-        yield stmt
-        for value in vars(stmt).values():
-            if isinstance(value, list) and value and isinstance(value[0], Stmt):
-                yield from walk_stmts(value)
 
 
 def is_tile(e: Expr) -> bool:

@@ -15,17 +15,16 @@ The rules, in the spirit of Rust's borrow checker:
 from __future__ import annotations
 
 from buildtile.backend import KernelSource
+from buildtile.backends.common.ownership import OwnershipReport, why_not_own
 from buildtile.backends.tile import ir
 from buildtile.backends.tile.types import ArrayT, TileIdT
-from buildtile.diagnostics import Diagnostic, Span
+from buildtile.diagnostics import Diagnostic
 
 
 def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
     params = kernel.param_types
-    diags: list[Diagnostic] = []
-
-    def report(code, node, message, label, help):
-        diags.append(Diagnostic(code, message, Span.of(node, source.display_file, source.lines), label=label, help=help))
+    checked = OwnershipReport(source)
+    report = checked.report
 
     for stmt in ir.walk_stmts(kernel.body):
         if not isinstance(stmt, ir.Store):
@@ -47,7 +46,7 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
                        f"a block stores only its own tile of `{stmt.param}`: write `{stmt.param}.store(t)`, "
                        f"or index with `{stmt.param}.tile_id({axis})` at position {axis}")
                 break
-    return diags
+    return checked.diagnostics
 
 
 def _is_own(idx: ir.Expr, param: str, axis: int) -> bool:
@@ -59,10 +58,4 @@ def _why_not_own(idx: ir.Expr, param: str, axis: int) -> str:
         if idx.ty.param != param:
             return f"this is a tile id of `{idx.ty.param}`, not of `{param}`"
         return f"this is `{param}`'s tile id along axis {idx.ty.axis}, used for axis {axis}"
-    if isinstance(idx, ir.Const):
-        return "a constant index names the same tile in every block"
-    if isinstance(idx, (ir.BinOp, ir.UnaryOp, ir.Cast)):
-        return "arithmetic on a tile id names a tile another block owns"
-    if isinstance(idx, ir.Var):
-        return f"`{idx.name}` is a plain integer, not `{param}.tile_id({axis})`"
-    return f"this index is not `{param}.tile_id({axis})`"
+    return why_not_own(idx, f"`{param}.tile_id({axis})`", "tile", "block")

@@ -13,15 +13,11 @@ import math
 from dataclasses import dataclass
 
 from buildtile.backend import KernelSource
-from buildtile.backends.simt.frontend import fold_constant, module_constants
-from buildtile.backends.simt.types import TensorT
-from buildtile.backends.tile.frontend import (
-    MAX_TILE_ELEMENTS,
-    out_params,
-    parse_param_type,
-)
-from buildtile.backends.tile.types import ArrayT, is_pow2
-from buildtile.contract import parse_contract
+from buildtile.backends.common.constants import fold_constant, module_constants
+from buildtile.backends.common.contract import parse_contract
+from buildtile.backends.tile.params import out_params, parse_param_type
+from buildtile.backends.tile.shapes import MAX_TILE_ELEMENTS
+from buildtile.backends.tile.types import is_pow2, param_facts
 from buildtile.diagnostics import Diagnostic, Span
 from buildtile.interop.abi import mangle
 from buildtile.tile import DEFAULT_TILE_SHAPES
@@ -86,8 +82,7 @@ def parse_decorator(source: KernelSource) -> tuple[list[Specialization], dict, l
         for a in source.node.args.args:
             ty, _ = parse_param_type(a.annotation, source.namespace)
             if ty is not None:
-                # requires reads arrays as tensors: shape[k] and len()
-                params[a.arg] = TensorT(ty.elem, ty.rank, ty.access) if isinstance(ty, ArrayT) else ty
+                params[a.arg] = param_facts(ty)
         call = ast.Call(func=deco.func, args=[], keywords=[ast.keyword(arg="requires", value=keywords["requires"])])
         ast.copy_location(call, deco)
         parsed, contract_diags = parse_contract(call, params, consts, source.display_file, source.lines)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from buildtile.backends.common.contract import ParamFacts
 from buildtile.backends.common.types import (  # noqa: F401 - the tile typer speaks of scalars through this module
     BF16,
     BOOL,
@@ -103,3 +104,10 @@ def value_type(ty):
 
 def elem_bytes(ty: Scalar) -> int:
     return 1 if ty == BOOL else ty.bits // 8
+
+
+def param_facts(ty) -> ParamFacts:
+    """What a ``requires`` relation may say of a parameter of type ``ty``."""
+    if isinstance(ty, Scalar):
+        return ParamFacts.scalar(ty.is_int)
+    return ParamFacts.array(ty.rank)

@@ -7,7 +7,9 @@ JSON expression trees documented in ``buildtile.interop.manifest``.
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
+from buildtile.backends.common.constants import fold_constant
 from buildtile.diagnostics import Diagnostic, Span
 
 _CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
@@ -16,14 +18,31 @@ MAX_BLOCK = (1024, 1024, 64)
 CONTRACT_KEYS = ("block", "min_blocks", "dynamic_shared", "min_compute_capability", "requires")
 
 
+@dataclass(frozen=True)
+class ParamFacts:
+    """What a requirement may say of a kernel parameter, whatever the language."""
+
+    kind: str              # "scalar" or "array"
+    rank: int              # 0 for a scalar
+    is_integer_scalar: bool = False
+
+    @classmethod
+    def scalar(cls, is_int: bool) -> ParamFacts:
+        return cls("scalar", 0, is_int)
+
+    @classmethod
+    def array(cls, rank: int) -> ParamFacts:
+        return cls("array", rank)
+
+
 class _Bad(Exception):
     def __init__(self, node: ast.AST, message: str, help: str = "") -> None:
         self.node, self.message, self.help = node, message, help
 
 
-def parse_contract(decorator: ast.expr, params: dict[str, object], consts: dict,
+def parse_contract(decorator: ast.expr, params: dict[str, ParamFacts], consts: dict,
                    file: str, lines: list[str]) -> tuple[dict, list[Diagnostic]]:
-    """The manifest ``contract`` record of ``@x.kernel(...)``; ``params`` maps name -> IR type."""
+    """The manifest ``contract`` record of ``@x.kernel(...)``; ``params`` maps name -> its facts."""
     contract = {"block": None, "index_dims": 0, "min_blocks": None, "dynamic_shared": 0,
                 "min_compute_capability": None, "requires": []}
     diags: list[Diagnostic] = []
@@ -57,8 +76,6 @@ def _diag(node, message, file, lines, help="") -> Diagnostic:
 
 
 def _const_int(node: ast.AST, consts: dict) -> int:
-    from buildtile.backends.simt.frontend import fold_constant
-
     value = fold_constant(node, consts)
     if not isinstance(value, int) or isinstance(value, bool):
         raise _Bad(node, f"`{ast.unparse(node)}` is not a constant integer")
@@ -90,7 +107,7 @@ def _compute_capability(node: ast.AST) -> int:
     raise _Bad(node, "`min_compute_capability` is written \"sm_80\", 80 or 8.0")
 
 
-def _requires(node: ast.AST, params: dict[str, object]) -> list[dict]:
+def _requires(node: ast.AST, params: dict[str, ParamFacts]) -> list[dict]:
     if not isinstance(node, (ast.List, ast.Tuple)):
         raise _Bad(node, "`requires` is a list of strings")
     out = []
@@ -123,8 +140,6 @@ def _relation(e: ast.AST, params: dict, where: ast.AST) -> dict:
 
 
 def _term(e: ast.AST, params: dict, where: ast.AST) -> dict:
-    from buildtile.backends.simt.types import Scalar, TensorT
-
     if isinstance(e, ast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool):
         return {"op": "const", "value": e.value}
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
@@ -134,21 +149,19 @@ def _term(e: ast.AST, params: dict, where: ast.AST) -> dict:
         return {"op": "bin", "fn": _BIN[type(e.op)], "lhs": _term(e.left, params, where), "rhs": _term(e.right, params, where)}
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "len" and len(e.args) == 1:
         name = _param_name(e.args[0], params, where)
-        if isinstance(params[name], Scalar):
+        if params[name].kind == "scalar":
             raise _Bad(where, f"`len({name})`: `{name}` is a scalar")
         return {"op": "len", "param": name}
     if (isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape"
             and isinstance(e.slice, ast.Constant) and isinstance(e.slice.value, int)):
         name = _param_name(e.value.value, params, where)
-        ty = params[name]
-        rank = ty.rank if isinstance(ty, TensorT) else (0 if isinstance(ty, Scalar) else 1)
+        rank = params[name].rank
         if not 0 <= e.slice.value < rank:
             raise _Bad(where, f"`{name}.shape[{e.slice.value}]`: `{name}` has rank {rank}")
         return {"op": "shape", "param": name, "axis": e.slice.value}
     if isinstance(e, ast.Name):
         name = _param_name(e, params, where)
-        ty = params[name]
-        if not (isinstance(ty, Scalar) and ty.is_int):
+        if not params[name].is_integer_scalar:
             raise _Bad(where, f"`{name}` is not an integer scalar parameter")
         return {"op": "param", "name": name}
     raise _Bad(where, f"`{ast.unparse(e)}` cannot be used in a requirement",

@@ -1,0 +1,96 @@
+"""Compile-time constants: module-level bindings and the folding of constant expressions.
+
+One folder for every place that needs a value at compile time: kernel bodies
+(both languages), launch contracts and tile specializations. It folds exactly
+what a kernel body folds, so a constant means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+
+Constant = int | float | bool
+
+#: arithmetic operators of kernel expressions, as the IR spells them
+BINOPS: dict[type, str] = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+    ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
+    ast.LShift: "<<", ast.RShift: ">>",
+}
+CMPOPS: dict[type, str] = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+FOLD = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "&": operator.and_,
+    "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+}
+#: the constants of ``math`` a kernel may name
+MATH_CONSTANTS: dict[str, float] = {"math.inf": math.inf, "math.nan": math.nan, "math.pi": math.pi, "math.e": math.e}
+#: operators defined for integers (and bools) only
+INTEGER_OPS = ("&", "|", "^", "<<", ">>")
+#: the largest exponent or shift folded: bigger ones are certainly a mistake in a kernel
+_MAX_FOLDED_SHIFT = 64
+
+
+def fold_binop(op: str, lhs: int | float, rhs: int | float) -> int | float:
+    """``lhs op rhs`` as Python computes it; raises ArithmeticError or ValueError where Python would,
+    and ValueError for the forms a kernel does not fold (a float in a bitwise operation, a negative
+    integer power, a huge shift or power)."""
+    if op in INTEGER_OPS and (isinstance(lhs, float) or isinstance(rhs, float)):
+        raise ValueError(f"`{op}` takes integers")
+    if op in ("<<", ">>", "**") and isinstance(rhs, int) and not 0 <= rhs <= _MAX_FOLDED_SHIFT:
+        raise ValueError(f"`{op}` by {rhs}")
+    value = FOLD[op](lhs, rhs)
+    if isinstance(value, complex):
+        raise ValueError("a complex result")
+    return value
+
+
+def fold_constant(node: ast.AST, consts: dict[str, Constant]) -> Constant | None:
+    """The value of a constant expression over literals and ``consts``, or None.
+
+    Bools fold only as themselves: ``True + 1`` is an error in a kernel, so it is no constant.
+    """
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in consts:
+        return consts[node.id]
+    if isinstance(node, ast.UnaryOp):
+        v = fold_constant(node.operand, consts)
+        if v is None or isinstance(v, bool):
+            return None
+        if isinstance(node.op, ast.USub):
+            return -v
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if isinstance(node.op, ast.Invert) and isinstance(v, int):
+            return ~v
+        return None
+    if isinstance(node, ast.BinOp) and type(node.op) in BINOPS:
+        lhs, rhs = fold_constant(node.left, consts), fold_constant(node.right, consts)
+        if lhs is None or rhs is None or isinstance(lhs, bool) or isinstance(rhs, bool):
+            return None
+        try:
+            return fold_binop(BINOPS[type(node.op)], lhs, rhs)
+        except (ArithmeticError, ValueError):
+            return None
+    return None
+
+
+def module_constants(module_ast: ast.Module) -> dict[str, Constant]:
+    """Module-level ``NAME = <constant expression>`` bindings (a later non-constant one unbinds)."""
+    consts: dict[str, Constant] = {}
+    for stmt in module_ast.body:
+        target, value = None, None
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target, value = stmt.target, stmt.value
+        if isinstance(target, ast.Name):
+            folded = fold_constant(value, consts)
+            if folded is not None:
+                consts[target.id] = folded
+            else:
+                consts.pop(target.id, None)
+    return consts

@@ -1,0 +1,51 @@
+"""The parameters of tile kernels: their annotations, read as IR types."""
+
+from __future__ import annotations
+
+import ast
+
+from buildtile.backends.tile.types import SCALARS, TILE_DTYPES, ArrayT, Scalar
+from buildtile.discovery import resolve_dotted
+
+TILE_MODULE = "buildtile.tile"
+TYPES_MODULE = "buildtile.types"
+
+
+def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str]):
+    """The IR type of a tile kernel parameter annotation, or a message saying why not."""
+    if annotation is None:
+        return None, "parameter has no type annotation"
+    if isinstance(annotation, ast.Subscript):
+        kind = resolve_dotted(annotation.value, namespace)
+        if kind not in (TYPES_MODULE + ".Tensor", TILE_MODULE + ".Out"):
+            return None, (f"`{ast.unparse(annotation.value)}` is not a tile kernel parameter kind "
+                          "(tile kernels take Tensor inputs, tile.Out outputs and scalars)")
+        short = "tile.Out" if kind.endswith(".Out") else "Tensor"
+        args = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
+        elem = scalar_type(args[0], namespace)
+        if elem is None or elem.name not in TILE_DTYPES:
+            return None, f"`{ast.unparse(args[0])}` is not a tile element type ({', '.join(TILE_DTYPES)})"
+        if len(args) != 2 or not (isinstance(args[1], ast.Constant) and args[1].value in (1, 2, 3)):
+            return None, f"`{short}` takes an element type and a rank of 1, 2 or 3"
+        return ArrayT(elem, args[1].value, is_out=short == "tile.Out"), None
+    scalar = scalar_type(annotation, namespace)
+    if scalar is None:
+        return None, f"`{ast.unparse(annotation)}` is not a buildtile type"
+    return scalar, None
+
+
+def scalar_type(node: ast.AST, namespace: dict[str, str]) -> Scalar | None:
+    name = resolve_dotted(node, namespace)
+    if name and name.startswith(TYPES_MODULE + "."):
+        return SCALARS.get(name.rsplit(".", 1)[-1])
+    return None
+
+
+def out_params(fn: ast.FunctionDef, namespace: dict[str, str]) -> list[tuple[str, int]]:
+    """``(name, rank)`` of every ``tile.Out`` parameter, in order (for specializations)."""
+    outs = []
+    for a in fn.args.args:
+        ty, _ = parse_param_type(a.annotation, namespace)
+        if isinstance(ty, ArrayT) and ty.is_out:
+            outs.append((a.arg, ty.rank))
+    return outs

@@ -1,0 +1,184 @@
+"""Compile-time values of tile kernels and the broadcasting of tile operands.
+
+One IR is built per specialization, so every tile shape is a constant: literals,
+module constants, ``tile_shape`` entries and locals bound once to those fold here
+(:meth:`TileShapes.const`). Elementwise operands broadcast NumPy-style, made
+explicit in the IR as ``Splat``, ``ExpandDims`` and ``Broadcast``.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+
+from buildtile.backends.common.constants import BINOPS, MATH_CONSTANTS, fold_binop
+from buildtile.backends.common.typer import BaseTyper
+from buildtile.backends.tile import ir
+from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, is_pow2, value_type
+from buildtile.discovery import resolve_dotted
+
+TILE_MODULE = "buildtile.tile"
+#: the most elements one tile may have (registers: 128 f32 per thread at 256 threads, as a
+#: 128 x 256 mma accumulator takes)
+MAX_TILE_ELEMENTS = 1 << 15
+
+
+class TileShapes(BaseTyper):
+    """Constants, shapes and broadcasting, for the tile typer."""
+
+    def const(self, node: ast.AST):
+        """The compile-time value of ``node`` (int, float, bool or a tuple of them), or None."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id in self.const_locals:
+                return self.const_locals[node.id]
+            if node.id in self.locals or node.id in self.params:
+                return None
+            return self.consts.get(node.id)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            items = [self.const(e) for e in node.elts]
+            return tuple(items) if all(i is not None for i in items) else None
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)):
+            v = self.const(node.operand)
+            if v is None or isinstance(v, (tuple, bool)) or (isinstance(node.op, ast.Invert) and isinstance(v, float)):
+                return None
+            return -v if isinstance(node.op, ast.USub) else ~v if isinstance(node.op, ast.Invert) else v
+        if isinstance(node, ast.BinOp) and type(node.op) in BINOPS:
+            lhs, rhs = self.const(node.left), self.const(node.right)
+            if any(v is None or isinstance(v, (tuple, bool)) for v in (lhs, rhs)):
+                return None
+            try:
+                return fold_binop(BINOPS[type(node.op)], lhs, rhs)
+            except (ArithmeticError, ValueError):
+                return None
+        if isinstance(node, ast.Attribute):
+            dotted = resolve_dotted(node, self.ns)
+            if dotted in MATH_CONSTANTS:
+                return MATH_CONSTANTS[dotted]
+            if node.attr == "tile_shape" and isinstance(node.value, ast.Name) and node.value.id in self.tile_shapes:
+                return tuple(self.tile_shapes[node.value.id])
+            if node.attr == "shape" and isinstance(node.value, ast.Name) and isinstance(self.locals.get(node.value.id), TileT):
+                return self.locals[node.value.id].shape
+            return None
+        if isinstance(node, ast.Subscript):
+            base = self.const(node.value)
+            index = self.const(node.slice)
+            if isinstance(base, tuple) and isinstance(index, int) and -len(base) <= index < len(base):
+                return base[index]
+            return None
+        if isinstance(node, ast.Call) and not node.keywords:
+            dotted = resolve_dotted(node.func, self.ns)
+            if isinstance(node.func, ast.Name) and node.func.id == "float" and len(node.args) == 1 \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                try:
+                    return float(node.args[0].value)
+                except ValueError:
+                    return None
+            if dotted == TILE_MODULE + ".cdiv" and len(node.args) == 2:
+                a, b = self.const(node.args[0]), self.const(node.args[1])
+                if isinstance(a, int) and isinstance(b, int) and b:
+                    return -(-a // b)
+        return None
+
+    def const_shape(self, node: ast.AST, what: str) -> tuple[int, ...]:
+        value = self.const(node)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = (value,)
+        if not (isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+            self.fail("BT0308", node, f"{what} must be known at compile time",
+                      help="use literals, module constants, `z.tile_shape` entries or names bound once to those")
+        for v in value:
+            if not is_pow2(v):
+                self.fail("BT0308", node, f"{what} {value} has an extent that is not a power of two",
+                          help="tile extents are powers of two; ragged edges are masked automatically")
+        size = math.prod(value)
+        if size > MAX_TILE_ELEMENTS:
+            self.fail("BT0600", node, f"a tile of {value} has {size} elements, more than the {MAX_TILE_ELEMENTS} "
+                      "one block holds in registers", help="use smaller tiles, or loop over the tile with tile.range")
+        return value
+
+    def const_int(self, node: ast.AST, what: str) -> int:
+        value = self.const(node)
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.fail("BT0308", node, f"{what} must be a constant integer")
+        return value
+
+    # ------------------------------------------------------------ broadcasting
+    def elementwise(self, values: list[ir.Expr], nodes: list[ast.AST], node) -> tuple[Scalar, tuple, list[ir.Expr]]:
+        """Operands of an elementwise operation: one dtype, broadcast to one shape."""
+        tiles = [v for v in values if isinstance(v.ty, TileT)]
+        dtype = tiles[0].ty.dtype
+        for v in tiles[1:]:
+            if v.ty.dtype != dtype:
+                self.type_mismatch(node, "the operands", f"tiles of {dtype}", f"a tile of {v.ty.dtype}",
+                                   help="convert one of them with .astype(...)")
+        shape = self.broadcast_shapes([v.ty.shape for v in tiles], node)
+        out = []
+        for v, n in zip(values, nodes):
+            if not isinstance(v.ty, TileT):
+                v = ir.Splat(TileT(dtype, ()), value=self.scalar_as(v, dtype, n), src=n)
+            out.append(self.broadcast_to(v, shape))
+        return dtype, shape, out
+
+    def broadcast_shapes(self, shapes: list[tuple], node) -> tuple[int, ...]:
+        rank = max(len(s) for s in shapes)
+        result = []
+        for axis in range(rank):
+            extents = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0} - {1}
+            if len(extents) > 1:
+                self.fail("BT0308", node, "tile shapes do not broadcast: "
+                          + " and ".join(str(tuple(s)) for s in shapes),
+                          help="extents must be equal or 1 along each axis; add axes with `t[:, None]`")
+            result.append(extents.pop() if extents else 1)
+        return tuple(result)
+
+    def broadcast_to(self, value: ir.Expr, shape: tuple[int, ...]) -> ir.Expr:
+        while value.ty.rank < len(shape):
+            value = ir.ExpandDims(TileT(value.ty.dtype, (1,) + value.ty.shape), value=value, axis=0, src=value.src)
+        if value.ty.shape != shape:
+            value = ir.Broadcast(TileT(value.ty.dtype, shape), value=value, src=value.src)
+        return value
+
+    def as_tile(self, value: ir.Expr, dtype: Scalar, shape: tuple, node, what: str) -> ir.Expr:
+        if not isinstance(value.ty, TileT):
+            return ir.Splat(TileT(dtype, shape), value=self.scalar_as(value, dtype, node), src=node)
+        if value.ty.dtype != dtype:
+            self.type_mismatch(node, what, f"a tile of {dtype}", value.ty, help=f"convert it with .astype({dtype})")
+        padded = (1,) * (len(shape) - value.ty.rank) + tuple(value.ty.shape)
+        if len(padded) != len(shape) or any(v not in (1, n) for v, n in zip(padded, shape)):
+            self.fail("BT0308", node, f"{what} has shape {tuple(value.ty.shape)}, but the tile is {tuple(shape)}",
+                      help="a store writes exactly one tile of the output's partition")
+        return self.broadcast_to(value, tuple(shape))
+
+    def scalar_as(self, value: ir.Expr, dtype: Scalar, node) -> ir.Expr:
+        """A scalar meeting a tile of ``dtype`` takes that dtype (a float never becomes an integer)."""
+        vt = value_type(value.ty)
+        if isinstance(vt, Weak):
+            return self.coerce(value, dtype, node)
+        if vt == dtype:
+            return value
+        if (vt.is_float and not dtype.is_float) or vt == BOOL or dtype == BOOL:
+            self.type_mismatch(node, "this scalar", dtype, vt, help=f"cast it explicitly: `{dtype}(...)`")
+        return ir.Cast(dtype, value=value, src=node)
+
+    def index_tile(self, value: ir.Expr, items: list[ast.AST], node) -> ir.Expr:
+        """``t[:, None]``, ``t[None, :]``, ``t[..., None]``: new axes of extent 1."""
+        rank = value.ty.rank
+        plain = [i for i in items if not (isinstance(i, ast.Constant) and i.value in (None, Ellipsis))]
+        if any(not (isinstance(i, ast.Slice) and i.lower is None and i.upper is None and i.step is None) for i in plain):
+            self.fail("BT0200", node, "tiles are indexed only to add axes (`t[:, None]`)",
+                      help="select parts of an array with tile.load; combine elements with tile.where and reductions")
+        ellipses = [k for k, i in enumerate(items) if isinstance(i, ast.Constant) and i.value is Ellipsis]
+        if len(ellipses) > 1 or len(plain) > rank:
+            self.fail("BT0308", node, f"too many indices for a tile of rank {rank}")
+        if ellipses:
+            k = ellipses[0]
+            items = items[:k] + [ast.Slice()] * (rank - len(plain)) + items[k + 1:]
+        else:
+            items = items + [ast.Slice()] * (rank - len(plain))
+        for axis, item in enumerate(items):
+            if isinstance(item, ast.Constant) and item.value is None:
+                shape = value.ty.shape[:axis] + (1,) + value.ty.shape[axis:]
+                value = ir.ExpandDims(TileT(value.ty.dtype, shape), value=value, axis=axis, src=node)
+        return value

@@ -1,0 +1,2 @@
+# expect: BT0425 2:5
+r = math.gamma(x)

@@ -1,0 +1,2 @@
+# expect: BT0425 2:9
+r = x + zz
