@@ -43,6 +43,10 @@ class TorchHold:
     def busy(self) -> bool:
         return not self.stream.query()
 
+    def poison(self, tensor) -> None:
+        tensor.fill_(float("nan") if tensor.dtype.is_floating_point else -1)
+        self.torch.cuda.synchronize()
+
     def synchronize(self) -> None:
         self.stream.synchronize()
 
@@ -65,6 +69,10 @@ class CupyHold:
     def busy(self) -> bool:
         return not self.stream.done
 
+    def poison(self, array) -> None:
+        array.fill(np.nan if array.dtype.kind == "f" else -1)
+        self.cupy.cuda.Device().synchronize()
+
     def synchronize(self) -> None:
         self.stream.synchronize()
 
@@ -72,7 +80,14 @@ class CupyHold:
 def launched_on(held: TorchHold | CupyHold, output, launch: Callable[[], object],
                 synchronize: Callable[[], object] | None = None) -> np.ndarray:
     """Run ``launch()`` while ``held``'s stream is held; the output must be untouched until that stream
-    is synchronised (by ``synchronize()``, the held stream's own by default). Returns the output."""
+    is synchronised (by ``synchronize()``, the held stream's own by default). Returns the output.
+
+    The launch runs once first, unheld: the first launch of a kernel in a context loads its module,
+    and loading a module waits for the whole device, held stream included. The output is poisoned
+    again before the held launch."""
+    launch()
+    (synchronize or held.synchronize)()
+    held.poison(output)
     before = held.peek(output)
     held.hold()
     launch()
