@@ -72,11 +72,11 @@ def select_image(kernel: str, artifacts: tuple[ArtifactRecord, ...], artifact_di
     if runnable:
         assert driver_version is not None
         needed = describe_driver(min(e.min_driver for e in runnable if e.min_driver is not None))
+        could_run = ", ".join(_describe(e) for e in runnable)
         raise NoImageError(
             f"no image of {of} loads with the CUDA driver of {device or arch}: the driver is "
-            f"{describe_driver(driver_version)}, and the images this device could run "
-            f"({', '.join(_describe(e) for e in runnable)}) need {needed} or newer; the package was built "
-            f"for {built}",
+            f"{describe_driver(driver_version)}, and the images this device could run ({could_run}) need "
+            f"{needed} or newer" + (f"; the package was built for {built}" if built != could_run else ""),
             help=f"update the NVIDIA driver to {needed} or newer",
         )
     raise NoImageError(
