@@ -227,3 +227,47 @@ def test_a_tree_without_its_source_file_launches(project, fake_gpu):
     (root / package / "ops.py").unlink()     # only the compiled module is left
     launch_vecadd(ops, fake_gpu)
     assert len(fake_gpu.launches) == 1
+
+
+# ----------------------------------------------------------------------------- the manifest fields
+
+SOURCE = "from buildtile import simt\n\n@simt.kernel(block=256)\ndef k(out):\n    pass\n"
+KERNELS = {"k": dict(params=[("out", "disjoint_slice", "f32")])}
+
+
+def rewrite(ops, change) -> None:
+    manifest = Path(ops.__file__).parent / "_buildtile" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    change(data)
+    manifest.write_text(json.dumps(data))
+
+
+def test_a_manifest_from_before_source_hashes_still_launches(make_kernel_package, fake_gpu):
+    ops = make_kernel_package(SOURCE, KERNELS)
+    rewrite(ops, lambda data: data.update(in_place={"project": "/nonexistent"}))
+    assert ops.k.manifest_record.source is None
+    ops.k[1](fake_gpu.array(4))
+    assert len(fake_gpu.launches) == 1
+
+
+@pytest.mark.parametrize("source", [
+    {"package_file": "../outside.py", "sha256": "0" * 64},
+    {"package_file": "/abs/ops.py", "sha256": "0" * 64},
+    {"package_file": "ops.py", "sha256": "not-hex"},
+    {"package_file": "ops.py"},
+])
+def test_a_malformed_source_record_is_a_manifest_error(make_kernel_package, fake_gpu, source):
+    ops = make_kernel_package(SOURCE, KERNELS)
+    rewrite(ops, lambda data: data["kernels"][0]["source"].update(source))
+    with pytest.raises(BuildtileError) as info:
+        ops.k.signature
+    assert info.value.code == "BT0621" and "source" in str(info.value)
+
+
+@pytest.mark.parametrize("in_place", ["/proj", {"project": 3}, {}])
+def test_a_malformed_in_place_record_is_a_manifest_error(make_kernel_package, fake_gpu, in_place):
+    ops = make_kernel_package(SOURCE, KERNELS)
+    rewrite(ops, lambda data: data.update(in_place=in_place))
+    with pytest.raises(BuildtileError) as info:
+        ops.k.signature
+    assert info.value.code == "BT0621" and "in_place" in str(info.value)

@@ -5,7 +5,7 @@ install) records the project it was built from, and each kernel the sha256
 of its module file. The first time a kernel of a module is used, that file
 is hashed once and compared: an edited module is refused with a BT0620 that
 names the kernel and the command that rebuilds it, or, with
-``BUILDTILE_REBUILD=1`` and the compiler installed, rebuilt in place first
+``BUILDTILE_EDITABLE_REBUILD=1`` and the compiler installed, rebuilt in place first
 (as scikit-build-core's ``editable.rebuild`` does). An installed wheel
 records no project, so it is never checked and needs no source file.
 """
@@ -22,7 +22,7 @@ from buildtile.errors import BuildtileError
 from buildtile.interop.manifest import PackageManifest
 
 #: set to 1 to rebuild an in-place tree whose kernel sources changed, instead of refusing it
-REBUILD_ENV = "BUILDTILE_REBUILD"
+REBUILD_ENV = "BUILDTILE_EDITABLE_REBUILD"
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def stale_module(manifest: PackageManifest, package_dir: Path, module: str) -> S
 
 
 def rebuild_wanted() -> bool:
-    """Whether ``BUILDTILE_REBUILD`` asks for stale in-place trees to be rebuilt."""
+    """Whether ``BUILDTILE_EDITABLE_REBUILD`` asks for stale in-place trees to be rebuilt."""
     return os.environ.get(REBUILD_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 

@@ -196,7 +196,7 @@ def package_runtime(module: str, kernel: str = "") -> PackageRuntime:
 
 def fresh_package_runtime(module: str, kernel: str) -> PackageRuntime:
     """The runtime of ``module``'s package once ``module``'s source is checked against the tree built
-    in place: rebuilt first when it changed and ``BUILDTILE_REBUILD`` asks for it, else refused."""
+    in place: rebuilt first when it changed and ``BUILDTILE_EDITABLE_REBUILD`` asks for it, else refused."""
     with _rebuild_lock:
         package = package_runtime(module, kernel)   # a rebuild by another thread replaced it
         if module in package.fresh_modules:
