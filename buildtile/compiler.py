@@ -31,6 +31,7 @@ from buildtile.discovery import find_kernels, resolve_modules
 from buildtile.errors import CompileError, ConfigError
 from buildtile.interop import manifest as manifest_io
 from buildtile.interop.abi import ABI_VERSION
+from buildtile.interop.driver_compat import min_driver_for, ptx_isa_of
 from buildtile.jobs import Job, Progress, run_jobs
 from buildtile.plugins import backends as registered_backends
 from buildtile.plugins import emitters as registered_emitters
@@ -213,17 +214,21 @@ def _record(project: Project, build: KernelBuild, jobs: dict[str, list[Job]], ta
     for entry in build.entries:
         artifacts = artifacts_of[entry.symbol] = {}
         for job in jobs[entry.symbol]:
-            artifacts[job.target] = _write(staging, f"kernels/{entry.symbol}.{job.target}.cubin", job.cubin, "cubin")
+            isa = ptx_isa_of(job.ptx)
+            # what loading it asks of the driver: the cubin is held to the PTX it was assembled from
+            needs = {"ptx_isa": isa, "min_driver": min_driver_for(isa)}
+            artifacts[job.target] = {**_write(staging, f"kernels/{entry.symbol}.{job.target}.cubin", job.cubin,
+                                              "cubin"), **needs}
             if job.target == ptx_target:
                 # the lowest target it is built for: PTX the driver can JIT on newer GPUs
                 artifacts["ptx"] = {**_write(staging, f"kernels/{entry.symbol}.{job.target}.ptx", job.ptx.encode(),
-                                             "ptx"), "target": job.target}
+                                             "ptx"), "target": job.target, **needs}
             pm.hook.buildtile_after_compile(project=project, kernel=k, target=job.target,
                                             artifact=Artifact(k.source.name, job.target, "cubin", job.cubin,
                                                               job.seconds))
     record = {
         "name": k.source.name, "module": k.source.module, "symbol": k.symbol, "kind": k.source.kind,
-        "source": {"file": k.source.display_file, "line": k.source.node.lineno},
+        "source": {"file": k.source.display_file, "line": k.source.node.lineno, **_source_identity(project, k)},
         "params": k.params, "contract": k.contract, "artifacts": artifacts_of[k.symbol],
     }
     if k.bounds_sites is not None:
@@ -234,6 +239,18 @@ def _record(project: Project, build: KernelBuild, jobs: dict[str, list[Job]], ta
             "specializations": [{**e.specialization, "artifacts": artifacts_of[e.symbol]} for e in build.entries],
         }
     return record
+
+
+def _source_identity(project: Project, kernel: AnalyzedKernel) -> dict:
+    """The kernel's module file relative to the package, and the sha256 of the whole file (its
+    constants and helpers decide the code too): what a tree built in place is checked against."""
+    file = Path(kernel.source.file)
+    try:
+        relative = file.resolve().relative_to(Path(project.package_dir).resolve())
+        data = file.read_bytes()
+    except (ValueError, OSError):
+        return {}
+    return {"package_file": relative.as_posix(), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def _write_stages(build_dir: Path, builds: list[KernelBuild], jobs: dict[str, list[Job]],

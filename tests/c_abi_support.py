@@ -11,6 +11,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from buildtile.interop.driver_compat import min_driver_for, ptx_isa_of
+
 PACKAGE = "example_kernels"
 
 _HEADER = """.version 8.0
@@ -328,10 +330,12 @@ def write_package(
         artifacts = {}
         for target in targets:
             data = (link_cubin(text, target) if real_cubins else None) or fake_cubin(text, target)
-            artifacts[target] = _artifact(out, f"kernels/{record['symbol']}.{target}.cubin", data, "cubin")
+            artifacts[target] = _artifact(out, f"kernels/{record['symbol']}.{target}.cubin", data, "cubin",
+                                          ptx_isa_of(text))
         if ptx:
             lowest = _lowest(targets)
-            artifacts["ptx"] = _artifact(out, f"kernels/{record['symbol']}.{lowest}.ptx", text.encode(), "ptx")
+            artifacts["ptx"] = _artifact(out, f"kernels/{record['symbol']}.{lowest}.ptx", text.encode(), "ptx",
+                                         ptx_isa_of(text))
             artifacts["ptx"]["target"] = lowest
         record["artifacts"] = artifacts
         manifest["kernels"].append(record)
@@ -343,6 +347,8 @@ def _lowest(targets: tuple[str, ...]) -> str:
     return min(targets, key=lambda t: int(t[3:].rstrip("af")))
 
 
-def _artifact(out: Path, rel: str, data: bytes, kind: str) -> dict:
+def _artifact(out: Path, rel: str, data: bytes, kind: str, isa: str | None) -> dict:
+    """An image as a build records it; each is held to the PTX ISA of the kernels' text (``isa``)."""
     (out / rel).write_bytes(data)
-    return {"kind": kind, "path": rel, "sha256": hashlib.sha256(data).hexdigest()}
+    return {"kind": kind, "path": rel, "sha256": hashlib.sha256(data).hexdigest(),
+            "ptx_isa": isa, "min_driver": min_driver_for(isa)}

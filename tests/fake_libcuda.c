@@ -46,9 +46,11 @@ struct fake_state {
     int set_attribute_value;    /* cuFuncSetAttribute's last value */
     unsigned char params[FAKE_MAX_PARAMS][8];
     int pushes;                 /* contexts pushed over another device's */
+    /* configuration, added last so the layout above stays as tests mirror it */
+    int driver_version;         /* cuDriverGetVersion's answer (13000: CUDA 13.0) */
 };
 
-struct fake_state fake = {9, 0, 2, 0, 0, 0, 0, {0}, 0, NULL, 0, 0, "", {0}, {0}, 0, NULL, 0, {{0}}, 0};
+struct fake_state fake = {9, 0, 2, 0, 0, 0, 0, {0}, 0, NULL, 0, 0, "", {0}, {0}, 0, NULL, 0, {{0}}, 0, 13000};
 
 static struct fake_context contexts[FAKE_DEVICES];
 static struct fake_context* current;
@@ -85,6 +87,12 @@ CUresult cuInit(unsigned flags)
 {
     (void)flags;
     return fake.init_result;
+}
+
+CUresult cuDriverGetVersion(int* version)
+{
+    *version = fake.driver_version;
+    return 0;
 }
 
 CUresult cuGetErrorName(CUresult r, const char** name)

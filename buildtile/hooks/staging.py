@@ -17,7 +17,7 @@ from pathlib import Path
 
 from buildtile.config import Project
 from buildtile.hooks.cmake_entry import write_entry_point
-from buildtile.interop.manifest import MANIFEST_DIR
+from buildtile.interop.manifest import MANIFEST_DIR, MANIFEST_NAME, mark_in_place
 
 STAGING_DIR = Path("build") / "buildtile"
 #: marks a folder buildtile writes, so git (and scikit-build-core's sdist, which reads
@@ -93,6 +93,8 @@ def install_in_place(project: Project, staged: StagedKernels) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(staged.artifacts_dir, target)
     (target / ".gitignore").write_text(SELF_IGNORE)
+    # so the runtime refuses kernels whose source was edited since this build
+    mark_in_place(target / MANIFEST_NAME, project.root)
     return target
 
 

@@ -42,6 +42,7 @@ class Image:
     arch_specific: bool
     path: str          # relative to _buildtile/, identifies the image
     data: bytes
+    min_driver: int = 0   # lowest cuDriverGetVersion() that loads it; 0: not recorded
 
 
 def specialization_launcher(spec: SpecializationRecord) -> str:
@@ -179,6 +180,7 @@ def _read_images(artifacts: tuple[ArtifactRecord, ...], package_out: Path, where
             cc=art.compute_capability,
             arch_specific=art.arch_specific,
             path=art.path,
+            min_driver=art.min_driver or 0,
             data=read_artifact(package_out / art.path, art.sha256, f"{where}, artifact {art.key!r}: "
                                f"{package_out / art.path}",
                                "the C ABI is emitted after the kernels are compiled; rebuild the package"),

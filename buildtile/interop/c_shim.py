@@ -94,7 +94,7 @@ def _module(m: int, images: tuple[Image, ...], entries: list[tuple[str, str]]) -
     for j, im in enumerate(images):
         kind = "BT_IMAGE_PTX" if im.kind == "ptx" else "BT_IMAGE_CUBIN"
         out.append(
-            f"    {{{string_literal(im.target)}, {kind}, {im.cc}, {int(im.arch_specific)}, "
+            f"    {{{string_literal(im.target)}, {kind}, {im.cc}, {int(im.arch_specific)}, {im.min_driver}, "
             f"bt_image_{m}_{j}, sizeof bt_image_{m}_{j}}},"
         )
     out.append("};")

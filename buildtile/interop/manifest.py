@@ -17,7 +17,9 @@ and ``buildtile inspect``. Version 1 looks like this::
           "module": "example_kernels.ops",
           "symbol": "example_kernels_ops__vecadd",   # PTX entry name
           "kind": "simt",                            # backend that compiled it
-          "source": {"file": "example_kernels/ops.py", "line": 7},
+          "source": {"file": "example_kernels/ops.py", "line": 7,
+                     "package_file": "ops.py",      # relative to the package folder
+                     "sha256": "..."},              # of the whole module file it was built from
           "params": [
             {"name": "a", "kind": "slice", "dtype": "f32", "rank": 1, "role": "in"},
             {"name": "c", "kind": "disjoint_slice", "dtype": "f32", "rank": 1, "role": "out"},
@@ -32,13 +34,22 @@ and ``buildtile inspect``. Version 1 looks like this::
             "requires": [{"text": "len(a) == len(c)", "expr": {...}}]
           },
           "artifacts": {                 # paths relative to _buildtile/
-            "sm_80": {"kind": "cubin", "path": "kernels/example_kernels_ops__vecadd.sm_80.cubin", "sha256": "..."},
-            "sm_90": {"kind": "cubin", "path": "...sm_90.cubin", "sha256": "..."},
-            "ptx":   {"kind": "ptx", "target": "sm_80", "path": "...sm_80.ptx", "sha256": "..."}
+            "sm_80": {"kind": "cubin", "path": "kernels/example_kernels_ops__vecadd.sm_80.cubin", "sha256": "...",
+                      "ptx_isa": "8.0", "min_driver": 12000},
+            "sm_90": {"kind": "cubin", "path": "...sm_90.cubin", "sha256": "...", ...},
+            "ptx":   {"kind": "ptx", "target": "sm_80", "path": "...sm_80.ptx", "sha256": "...", ...}
           }
         }
       ]
     }
+
+Each image records the PTX ISA version it is (or was assembled from) and
+the lowest CUDA driver that loads it, as ``cuDriverGetVersion`` numbers it
+(:mod:`buildtile.interop.driver_compat`). A tree built in place, next to the
+package's sources (``buildtile build``, an editable install), also records
+``"in_place": {"project": "/path/to/project"}``: the runtime then compares
+each kernel module with the ``sha256`` its kernels were built from, so an
+edited kernel is never launched from its old build.
 
 Tile kernels (``"kind": "tile"``) have the same record, plus::
 
@@ -261,6 +272,8 @@ class ArtifactRecord:
     target: str        # "sm_90", "sm_90a"; a PTX image's lowest target
     path: str          # relative to _buildtile/
     sha256: str | None
+    ptx_isa: str | None = None      # "8.0": the PTX's ``.version`` (a cubin's: the PTX it was assembled from)
+    min_driver: int | None = None   # lowest cuDriverGetVersion() that loads it (12000); None: not recorded
 
     @property
     def compute_capability(self) -> int:
@@ -308,6 +321,14 @@ class TileRecord:
 
 
 @dataclass(frozen=True)
+class SourceRecord:
+    """The module file a kernel was compiled from, as a build in place checks it against."""
+
+    package_file: str  # relative to the top-level package folder: "ops.py", "sub/kernels.py"
+    sha256: str        # of the whole file: the kernel, and the constants and helpers it uses
+
+
+@dataclass(frozen=True)
 class KernelRecord:
     name: str          # "vecadd"
     module: str        # "example_kernels.ops"
@@ -319,6 +340,7 @@ class KernelRecord:
     tile: TileRecord | None                 # a Tile kernel's specializations
     bounds_sites: tuple                     # debug builds: what each checked read is (bounds.py)
     where: str                              # file and key, for the messages of readers
+    source: SourceRecord | None = None      # None in manifests that predate it
 
     @property
     def qualname(self) -> str:
@@ -346,6 +368,8 @@ class PackageManifest:
     package_version: str | None
     checks: str                 # "release" or "debug"
     kernels: tuple[KernelRecord, ...]
+    #: the project folder of a tree built in place, next to the sources; None for an installed wheel
+    in_place_project: str | None = None
 
     @property
     def debug(self) -> bool:
@@ -378,7 +402,24 @@ def parse(data: dict, source: str) -> PackageManifest:
             seen.add(symbol)
     version = data.get("package_version")
     checks = data.get("checks") or "release"
-    return PackageManifest(source, package, str(version) if version else None, str(checks), read_kernels)
+    return PackageManifest(source, package, str(version) if version else None, str(checks), read_kernels,
+                           _in_place(data.get("in_place"), f"{source}: in_place"))
+
+
+def _in_place(raw: object, where: str) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("project"), str) or not raw["project"]:
+        raise malformed(where, "expected an object with the project folder under `project`")
+    return raw["project"]
+
+
+def mark_in_place(manifest_file: Path, project: Path) -> None:
+    """Record in the manifest at ``manifest_file`` that its tree sits next to the sources of the
+    project at ``project`` (a build in place, which the runtime checks for staleness)."""
+    data = load(manifest_file)
+    data["in_place"] = {"project": str(Path(project).resolve())}
+    manifest_file.write_text(dumps(data))
 
 
 def _kernel(raw: object, where: str) -> KernelRecord:
@@ -414,7 +455,20 @@ def _kernel(raw: object, where: str) -> KernelRecord:
     sites = raw.get("bounds_sites") or []
     if not isinstance(sites, list):
         raise malformed(f"{where}, bounds_sites", "expected a list")
-    return KernelRecord(name, module, symbol, kind, params, contract, artifacts, tile, tuple(sites), where)
+    source = _source(raw.get("source"), f"{where}, source")
+    return KernelRecord(name, module, symbol, kind, params, contract, artifacts, tile, tuple(sites), where, source)
+
+
+def _source(raw: object, where: str) -> SourceRecord | None:
+    """The module file and its hash; None when the record has neither (written before they were)."""
+    if not isinstance(raw, dict) or (raw.get("package_file") is None and raw.get("sha256") is None):
+        return None
+    file, sha = raw.get("package_file"), raw.get("sha256")
+    if (not isinstance(file, str) or not file or Path(file).is_absolute() or ".." in Path(file).parts
+            or not isinstance(sha, str) or re.fullmatch(r"[0-9a-f]{64}", sha) is None):
+        raise malformed(where, "source.package_file must be a path inside the package and source.sha256 "
+                               "a sha256 in hex")
+    return SourceRecord(file, sha)
 
 
 def _param(raw: object, index: int, kernel: str) -> ParamRecord:
@@ -520,7 +574,15 @@ def _artifacts(raw: object, where: str) -> tuple[ArtifactRecord, ...]:
         if not isinstance(art.get("path"), str):
             raise malformed(f"{where}.{key}", f"artifact {key!r} has no path")
         sha = art.get("sha256")
-        out.append(ArtifactRecord(key, kind, target, art["path"], sha if isinstance(sha, str) and sha else None))
+        isa, min_driver = art.get("ptx_isa"), art.get("min_driver")
+        if isa is not None and (not isinstance(isa, str) or re.fullmatch(r"\d+\.\d+", isa) is None):
+            raise malformed(f"{where}.{key}", f"artifact {key!r} has ptx_isa {isa!r}; expected a version such as '8.0'")
+        if min_driver is not None and (isinstance(min_driver, bool) or not isinstance(min_driver, int)
+                                       or min_driver < 0):
+            raise malformed(f"{where}.{key}", f"artifact {key!r} has min_driver {min_driver!r}; expected a "
+                                              "driver version number such as 12000")
+        out.append(ArtifactRecord(key, kind, target, art["path"], sha if isinstance(sha, str) and sha else None,
+                                  isa, min_driver))
     return tuple(out)
 
 

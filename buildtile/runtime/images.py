@@ -11,6 +11,11 @@ Order of preference, as the CUDA toolchain's own loader does it:
    target;
 4. otherwise :class:`~buildtile.errors.NoImageError` naming what the package
    was built for.
+
+An image the device could run but whose PTX ISA is newer than the driver
+knows (its ``min_driver``) is passed over; when that leaves none, the
+NoImageError names the driver the device has and the one the images need,
+before anything is handed to the driver.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildtile.errors import NoImageError
+from buildtile.interop.driver_compat import describe_driver
 from buildtile.interop.manifest import ArtifactRecord, read_artifact
 
 _ARCH = re.compile(r"sm_(\d+)(\d)([af]?)")
@@ -49,46 +55,64 @@ def parse_arch(target: str) -> tuple[int, int, str] | None:
 
 
 def select_image(kernel: str, artifacts: tuple[ArtifactRecord, ...], artifact_dir: Path,
-                 capability: tuple[int, int], package: str = "", device: str = "") -> ImageChoice:
-    """The best of ``artifacts`` (the images of the kernel ``kernel``) for a device of ``capability``."""
+                 capability: tuple[int, int], package: str = "", device: str = "",
+                 driver_version: int | None = None) -> ImageChoice:
+    """The best of ``artifacts`` (the images of the kernel ``kernel``) for a device of ``capability``
+    whose driver is ``driver_version`` (``cuDriverGetVersion``'s number; None: not checked)."""
     major, minor = capability
-    cubins: dict[str, ArtifactRecord] = {}
-    ptx: tuple[str, ArtifactRecord] | None = None
-    for entry in artifacts:
-        if entry.kind == "cubin":
-            cubins[entry.key] = entry
-        elif entry.kind == "ptx":
-            ptx = (entry.target, entry)
-
-    def choice(target: str, entry: ArtifactRecord, kind: str) -> ImageChoice:
-        return ImageChoice(target, kind, artifact_dir / entry.path, entry.sha256)
-
     arch = f"sm_{major}{minor}"
-    for key in (arch, arch + "a", arch + "f"):
-        if key in cubins:
-            return choice(key, cubins[key], "cubin")
-    compatible = []
-    for key, entry in cubins.items():
-        parsed = parse_arch(key)
-        if parsed and parsed[0] == major and parsed[1] <= minor and not parsed[2]:
-            compatible.append((parsed[1], key, entry))
-    if compatible:
-        _, key, entry = max(compatible)
-        return choice(key, entry, "cubin")
-    if ptx is not None:
-        parsed = parse_arch(ptx[0])
-        if parsed and not parsed[2] and (parsed[0], parsed[1]) <= (major, minor):
-            return choice(ptx[0], ptx[1], "ptx")
-
-    built = [f"{key} (cubin)" for key in sorted(cubins)]
-    if ptx is not None:
-        built.append(f"PTX for {ptx[0]}")
+    runnable = _runnable(artifacts, major, minor)
+    for entry in runnable:
+        if driver_version is None or entry.min_driver is None or entry.min_driver <= driver_version:
+            kind = "ptx" if entry.kind == "ptx" else "cubin"
+            return ImageChoice(entry.target if kind == "ptx" else entry.key, kind, artifact_dir / entry.path,
+                               entry.sha256)
+    built = _built_for(artifacts)
+    of = f"kernel `{kernel}`{f' (package `{package}`)' if package else ''}"
+    if runnable:
+        assert driver_version is not None
+        needed = describe_driver(min(e.min_driver for e in runnable if e.min_driver is not None))
+        could_run = ", ".join(_describe(e) for e in runnable)
+        raise NoImageError(
+            f"no image of {of} loads with the CUDA driver of {device or arch}: the driver is "
+            f"{describe_driver(driver_version)}, and the images this device could run ({could_run}) need "
+            f"{needed} or newer" + (f"; the package was built for {built}" if built != could_run else ""),
+            help=f"update the NVIDIA driver to {needed} or newer",
+        )
     raise NoImageError(
-        f"no image of kernel `{kernel}`{f' (package `{package}`)' if package else ''} runs on "
-        f"{device or arch}: the package was built for {', '.join(built) if built else 'no target at all'}",
+        f"no image of {of} runs on {device or arch}: the package was built for {built}",
         help=f'rebuild the package with "{arch}" in `targets` under [tool.buildtile], or with `ptx = true` '
              f"and a lowest target no newer than {arch}",
     )
+
+
+def _runnable(artifacts: tuple[ArtifactRecord, ...], major: int, minor: int) -> list[ArtifactRecord]:
+    """The images a device of compute capability ``major.minor`` can run, best first."""
+    cubins = {entry.key: entry for entry in artifacts if entry.kind == "cubin"}
+    ptx = [entry for entry in artifacts if entry.kind == "ptx"]
+    arch = f"sm_{major}{minor}"
+    order = [cubins[key] for key in (arch, arch + "a", arch + "f") if key in cubins]
+    compatible = []
+    for key, entry in cubins.items():
+        parsed = parse_arch(key)
+        if parsed and parsed[0] == major and parsed[1] < minor and not parsed[2]:
+            compatible.append((parsed[1], key, entry))
+    order += [entry for _, _, entry in sorted(compatible, reverse=True)]
+    for entry in ptx[-1:]:
+        parsed = parse_arch(entry.target)
+        if parsed and not parsed[2] and (parsed[0], parsed[1]) <= (major, minor):
+            order.append(entry)
+    return order
+
+
+def _describe(entry: ArtifactRecord) -> str:
+    return f"PTX for {entry.target}" if entry.kind == "ptx" else f"{entry.key} (cubin)"
+
+
+def _built_for(artifacts: tuple[ArtifactRecord, ...]) -> str:
+    built = [f"{e.key} (cubin)" for e in sorted(artifacts, key=lambda e: e.key) if e.kind == "cubin"]
+    built += [f"PTX for {e.target}" for e in artifacts if e.kind == "ptx"][-1:]
+    return ", ".join(built) if built else "no target at all"
 
 
 def read_image(choice: ImageChoice, kernel: str) -> bytes:

@@ -6,7 +6,9 @@ per package. Images are loaded lazily, once per (artifact, context), the
 first time a kernel of the package launches on a device. A package built
 with ``checks = "debug"`` gives each module it loads a record for
 out-of-range reads (:mod:`buildtile.runtime.bounds`); a release package
-never does.
+never does. A tree built in place, next to the sources, is checked against
+them once per module (:mod:`buildtile.runtime.freshness`), so an edited
+kernel is never launched from its old build.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from pathlib import Path
 
 from buildtile.errors import BuildtileError
 from buildtile.interop import manifest as manifest_format
+from buildtile.interop.driver_compat import version_number
 from buildtile.interop.manifest import ArtifactRecord, KernelRecord, PackageManifest
 from buildtile.runtime import bounds
+from buildtile.runtime.freshness import rebuild_in_place, rebuild_wanted, stale_error, stale_module
 from buildtile.runtime.images import ImageChoice, read_image, select_image
 
 #: dynamic shared memory a function may use without opting in (CUDA's default limit)
@@ -52,11 +56,15 @@ class PackageRuntime:
         # each kernel's entry as the JSON has it, for ``kernel.record``
         self._entries = {(k.module, k.name): raw for k, raw in zip(self.manifest.kernels, data["kernels"])}
         self.artifact_dir = manifest_file.parent
+        #: the top-level package's folder (where its modules' sources sit in a tree built in place)
+        self.package_dir = self.artifact_dir.parent
         #: built with ``checks = "debug"``: reads are bounds-checked and reported
         self.debug: bool = self.manifest.debug
         self._lock = threading.Lock()
         self._modules: dict[tuple[Path, int], object] = {}   # (image path, context) -> CUmodule
         self._images: dict[Path, bytes] = {}                 # verified image bytes
+        #: kernel modules whose source was found unchanged since this tree was built in place
+        self.fresh_modules: set[str] = set()
 
     def kernel_record(self, module: str, name: str) -> KernelRecord:
         record = self.manifest.kernel(module, name)
@@ -79,7 +87,7 @@ class PackageRuntime:
         """Load (once per context) the best of ``artifacts`` (the images of ``kernel``'s entry
         ``symbol``) for ``ctx`` and get that entry."""
         image = select_image(kernel.name, artifacts, self.artifact_dir, ctx.capability, package=self.name,
-                             device=ctx.describe())
+                             device=ctx.describe(), driver_version=version_number(driver.driver_version()))
         key = (image.path, ctx.handle_int)
         with self._lock:
             module = self._modules.get(key)
@@ -97,6 +105,7 @@ class PackageRuntime:
 
 _packages: dict[str, PackageRuntime] = {}
 _packages_lock = threading.Lock()
+_rebuild_lock = threading.Lock()   # one check (and rebuild) of an in-place tree at a time
 
 
 class ManifestBound:
@@ -159,6 +168,8 @@ def bind_to_manifest(pyfunc, kind: str) -> tuple[PackageRuntime, KernelRecord]:
     """The package runtime and manifest record of the kernel ``pyfunc`` of kind ``kind``."""
     module, name = pyfunc.__module__, pyfunc.__name__
     package = package_runtime(module, name)
+    if package.manifest.in_place_project is not None and module not in package.fresh_modules:
+        package = fresh_package_runtime(module, name)
     record = package.kernel_record(module, name)
     if record.kind != kind:
         raise BuildtileError(
@@ -181,6 +192,29 @@ def package_runtime(module: str, kernel: str = "") -> PackageRuntime:
         if runtime is None:
             runtime = _packages[top] = PackageRuntime(top, find_manifest(module, kernel))
         return runtime
+
+
+def fresh_package_runtime(module: str, kernel: str) -> PackageRuntime:
+    """The runtime of ``module``'s package once ``module``'s source is checked against the tree built
+    in place: rebuilt first when it changed and ``BUILDTILE_EDITABLE_REBUILD`` asks for it, else refused."""
+    with _rebuild_lock:
+        package = package_runtime(module, kernel)   # a rebuild by another thread replaced it
+        if module in package.fresh_modules:
+            return package
+        project = package.manifest.in_place_project
+        stale = stale_module(package.manifest, package.package_dir, module)
+        rebuilt = False
+        if stale is not None and project is not None and rebuild_wanted():
+            rebuilt = rebuild_in_place(project)
+            if rebuilt:
+                forget_package(package.name)
+                package = package_runtime(module, kernel)
+                stale = stale_module(package.manifest, package.package_dir, module)
+        if stale is not None:
+            raise stale_error(package.name, stale, kernel, project or str(package.package_dir),
+                              rebuild_failed=rebuild_wanted() and not rebuilt)
+        package.fresh_modules.add(module)
+        return package
 
 
 def forget_package(name: str) -> None:

@@ -67,6 +67,7 @@ class FakeDriver:
     launches: list = field(default_factory=list)       # LaunchRecord per launch
     loaded_images: list = field(default_factory=list)  # (device, image bytes)
     fail_launch: Exception | None = None               # raise this from launch()
+    version: tuple[int, int] = (13, 0)                 # the CUDA release driver_version() reports
 
     def __post_init__(self) -> None:
         self._contexts: dict[int, DeviceContext] = {}
@@ -84,7 +85,7 @@ class FakeDriver:
         return len(self.capabilities)
 
     def driver_version(self) -> tuple[int, int]:
-        return (13, 0)
+        return self.version
 
     def device_properties(self, device: int):
         return f"Fake GPU {device}", tuple(self.capabilities[device])

@@ -50,6 +50,7 @@ enum {
 
 static struct {
     bt_CUresult (*cuInit)(unsigned);
+    bt_CUresult (*cuDriverGetVersion)(int*);
     bt_CUresult (*cuGetErrorName)(bt_CUresult, const char**);
     bt_CUresult (*cuGetErrorString)(bt_CUresult, const char**);
     bt_CUresult (*cuDeviceGet)(bt_CUdevice*, int);
@@ -115,6 +116,7 @@ static void bt_driver_open(void)
     BT_RESOLVE(cuGetErrorName, 1);
     BT_RESOLVE(cuGetErrorString, 1);
     BT_RESOLVE(cuInit, 1);
+    BT_RESOLVE(cuDriverGetVersion, 1);
     BT_RESOLVE(cuDeviceGet, 1);
     BT_RESOLVE(cuDeviceGetAttribute, 1);
     BT_RESOLVE(cuDevicePrimaryCtxRetain, 1);
@@ -243,7 +245,10 @@ static int bt_device_facts(const bt_kernel* k, bt_CUdevice dev, bt_loaded* e)
 }
 
 /* Load the best image of k's module for device `dev` into the current
- * context: the exact cubin, else PTX (both in the generator's order). */
+ * context: the exact cubin, else PTX (both in the generator's order).
+ * Images whose PTX ISA the driver is too old for are passed over; when
+ * that leaves none, the refusal names the driver it has and the one they
+ * need, and nothing is handed to the driver. */
 static int bt_load(const bt_kernel* k, bt_CUdevice dev, bt_loaded** out)
 {
     const bt_module* m = k->module;
@@ -258,14 +263,26 @@ static int bt_load(const bt_kernel* k, bt_CUdevice dev, bt_loaded** out)
         return status;
     }
 
+    int driver_version = 0;
+    bt_CUresult version_status = bt_cu.cuDriverGetVersion(&driver_version);
+    if (version_status != 0) {
+        free(e);
+        return bt_cuda_fail(version_status, k->name, "cuDriverGetVersion");
+    }
     char log[1024];
     bt_CUresult refusal = 0;
     const bt_image* refused = NULL;
+    int needed_driver = 0; /* the lowest driver of the images passed over for this one */
     for (int pick = 0; pick < BT_PICKS && e->module == NULL; ++pick)
         for (int i = 0; i < m->n_images && e->module == NULL; ++i) {
             const bt_image* img = &m->images[i];
             if (!bt_image_usable(img, e->cc, pick))
                 continue;
+            if (img->min_driver > driver_version) {
+                if (needed_driver == 0 || img->min_driver < needed_driver)
+                    needed_driver = img->min_driver;
+                continue;
+            }
             int options[] = {BT_CU_JIT_ERROR_LOG_BUFFER, BT_CU_JIT_ERROR_LOG_BUFFER_SIZE};
             void* values[] = {log, (void*)(uintptr_t)sizeof log};
             log[0] = '\0';
@@ -288,6 +305,16 @@ static int bt_load(const bt_kernel* k, bt_CUdevice dev, bt_loaded** out)
         char help[256];
         snprintf(help, sizeof help, "rebuild the package with \"sm_%d\" in `targets` under [tool.buildtile], "
                  "or with `ptx = true` and a lowest target no newer than sm_%d", cc, cc);
+        if (refused == NULL && needed_driver != 0) {
+            snprintf(help, sizeof help, "update the NVIDIA driver to CUDA %d.%d or newer",
+                     needed_driver / 1000, needed_driver % 1000 / 10);
+            return bt_fail(BT_ERR_NO_IMAGE, help,
+                           "no image of kernel `%s` loads with the CUDA driver of device %d (sm_%d): the driver "
+                           "is CUDA %d.%d, and the images this device could run need CUDA %d.%d or newer; "
+                           "the package was built for %s", k->name, dev, cc, driver_version / 1000,
+                           driver_version % 1000 / 10, needed_driver / 1000, needed_driver % 1000 / 10,
+                           m->built_for);
+        }
         if (refused == NULL)
             return bt_fail(BT_ERR_NO_IMAGE, help,
                            "no image of kernel `%s` runs on device %d (sm_%d): the package was built for %s",

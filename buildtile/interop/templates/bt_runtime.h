@@ -44,6 +44,7 @@ typedef struct bt_image {
     int kind;                  /* BT_IMAGE_CUBIN or BT_IMAGE_PTX */
     int cc;                    /* 10 * major + minor */
     int arch_specific;         /* an "a"/"f" target: usable on exactly this cc only */
+    int min_driver;            /* lowest cuDriverGetVersion() that loads it (12000); 0: any */
     const unsigned char* data; /* PTX is NUL-terminated */
     size_t size;
 } bt_image;
