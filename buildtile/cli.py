@@ -70,7 +70,6 @@ def cmd_build(args) -> int:
     """Compile in place, next to the package's sources (for development and editable installs)."""
     from buildtile.config import load_project
     from buildtile.hooks.staging import build_c_abi_in_place, install_in_place, stage_kernels, staging_dir
-
     from buildtile.stages import STAGES_DIR, parse_stages
 
     emit = parse_stages(args.emit.split(","))

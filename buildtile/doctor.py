@@ -115,7 +115,7 @@ def _check_ptxas() -> Check:
     if found is None:
         return Check("ptxas", False, "ptxas not found (not used yet: nvJitLink compiles PTX)",
                      "pip install nvidia-cuda-nvcc (or put a CUDA toolkit's bin on PATH)", required=False)
-    lines = subprocess.run([str(found), "--version"], capture_output=True, text=True).stdout.splitlines()
+    lines = subprocess.run([str(found), "--version"], capture_output=True, text=True, check=False).stdout.splitlines()
     release = next((line for line in lines if "release" in line), lines[-1] if lines else "ptxas")
     return Check("ptxas", True, f"{release.strip()} ({found}; not used yet)")
 
@@ -157,7 +157,7 @@ def _check_tool(label: str, name: str, fix: str) -> Check:
     path = shutil.which(name)
     if not path:
         return Check(label, False, f"{name} not found", fix)
-    first = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.splitlines()
+    first = subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout.splitlines()
     return Check(label, True, f"{name}: {first[0] if first else path}")
 
 

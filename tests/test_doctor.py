@@ -118,7 +118,7 @@ def test_an_optional_piece_missing_is_reported_with_its_fix_but_a_build_still_wo
     if missing == "libdevice":
         healthy.setattr(libdevice, "candidate_paths", lambda: [Path("/nowhere") / libdevice.LIBDEVICE])
     elif missing == "ptxas":
-        healthy.setattr(doctor, "_ptxas_paths", lambda: [])
+        healthy.setattr(doctor, "_ptxas_paths", list)
     else:
         def no_native(name):
             raise ImportError(f"No module named {name!r}")

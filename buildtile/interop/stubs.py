@@ -110,8 +110,7 @@ def module_stub(tree: ast.Module, kernels: list[dict], display_file: str) -> str
             body.extend(lines)
     kinds = {record.get("kind", "simt") for record in kernels}
     head = [
-        f"# type stub of {display_file}, written by buildtile from the module's source and its compiled "
-        "kernels; rebuilt with the wheel",
+        f"# type stub of {display_file}, written by buildtile from the module's source and its compiled kernels",
         "from typing import Any as _Any, Protocol as _Protocol",
         f"from {_TYPING} import ArrayArg as _ArrayArg, StreamArg as _StreamArg",
     ]
@@ -243,7 +242,7 @@ def _annotation(node: ast.expr, device_names: set[str]) -> ast.expr:
 
 def _kernel_language_names(tree: ast.Module) -> set[str]:
     """Names the module imports from buildtile's kernel languages (``simt``, ``f32``, ``Slice``...)."""
-    names = set()
+    names: set[str] = set()
     for stmt in tree.body:
         if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").split(".")[0] == "buildtile":
             names.update(alias.asname or alias.name for alias in stmt.names)

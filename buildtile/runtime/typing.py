@@ -39,7 +39,8 @@ class DLPackArray(Protocol):
     def __dlpack_device__(self) -> tuple[int, int]: ...
 
 
-#: what an array parameter of a kernel accepts
+#: what an array parameter of a kernel accepts (Union: DeviceArray is named, not imported, which keeps
+#: this module free of NumPy)
 ArrayArg = Union[CudaArray, DLPackArray, "DeviceArray"]
 
 #: a stream: a raw ``CUstream`` handle, an object with ``__cuda_stream__``, a PyTorch or CuPy stream;
@@ -47,9 +48,9 @@ ArrayArg = Union[CudaArray, DLPackArray, "DeviceArray"]
 StreamArg = Any
 
 #: a grid: blocks along x, or along (x, y) or (x, y, z)
-Grid = Union[int, tuple[int], tuple[int, int], tuple[int, int, int], list[int]]
+Grid = int | tuple[int] | tuple[int, int] | tuple[int, int, int] | list[int]
 #: ``kernel[grid]`` or ``kernel[grid, block]``
-LaunchConfig = Union[Grid, tuple[Grid, Grid]]
+LaunchConfig = Grid | tuple[Grid, Grid]
 
 
 class SimtLaunch(Protocol):
@@ -59,17 +60,17 @@ class SimtLaunch(Protocol):
     block: tuple[int, int, int]
 
 
-LaunchT = TypeVar("LaunchT", bound=SimtLaunch, covariant=True)
+LaunchT_co = TypeVar("LaunchT_co", bound=SimtLaunch, covariant=True)
 
 
-class SimtKernel(Protocol, Generic[LaunchT]):
+class SimtKernel(Protocol, Generic[LaunchT_co]):
     """A SIMT kernel handle: ``kernel[grid](*args, stream=s)`` or ``kernel.prepare(grid=...)(*args)``."""
 
     __name__: str
 
-    def __getitem__(self, config: LaunchConfig) -> LaunchT: ...
+    def __getitem__(self, config: LaunchConfig) -> LaunchT_co: ...
 
-    def prepare(self, grid: Grid, block: Grid | None = None, *, device: int | None = None) -> LaunchT: ...
+    def prepare(self, grid: Grid, block: Grid | None = None, *, device: int | None = None) -> LaunchT_co: ...
 
     def grid_for(self, *extents: int) -> tuple[int, ...]: ...
 
