@@ -61,6 +61,12 @@ def cmd_check(args) -> int:
     if diags:
         print(render_all(diags, color=use_color(sys.stderr)), file=sys.stderr)
         return 1
+    if _verbosity(args) > 0 and path.is_dir():
+        from buildtile.compiler import discover
+        from buildtile.config import load_project
+
+        for source in discover(load_project(path)):   # static: parses, imports nothing
+            print(f"  {source.module}.{source.name}  [{source.kind}]  {source.display_file}:{source.node.lineno}")
     if _verbosity(args) >= 0:
         print(f"checked {found} kernel{'s' if found != 1 else ''}: no errors")
     return 0

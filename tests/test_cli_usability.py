@@ -61,6 +61,14 @@ def test_quiet_check_prints_nothing_when_clean(capsys):
     assert capsys.readouterr().out == ""
 
 
+def test_verbose_check_lists_each_kernel_checked(capsys):
+    assert main(["check", "-v", str(ROOT / "example_project")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "  example_kernels.ops.vecadd  [simt]  example_kernels/ops.py:11" in out
+    assert any(line.startswith("  example_kernels.tiles.add  [tile]") for line in out)
+    assert len([line for line in out if line.startswith("  ")]) == 19 and out[-1] == "checked 19 kernels: no errors"
+
+
 def test_quiet_check_still_reports_errors(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert main(["-q", "check", BAD_KERNEL]) == 1
