@@ -40,28 +40,50 @@ class Diagnostic:
     notes: tuple[str, ...] = field(default_factory=tuple)
     severity: str = "error"
 
-    def render(self) -> str:
-        return render(self)
+    def render(self, color: bool = False) -> str:
+        return render(self, color=color)
 
 
-def render(diag: Diagnostic) -> str:
-    out = [f"{diag.severity}[{diag.code}]: {diag.message}"]
+#: ANSI styles of a coloured rendering, as rustc colours its diagnostics
+STYLES = {
+    "error": "1;31",       # bold red: the severity, and the carets under an error
+    "warning": "1;33",     # bold yellow
+    "note": "1;32",        # bold green
+    "help": "1;36",        # bold cyan
+    "gutter": "1;34",      # bold blue: line numbers, `-->`, `|`, `=`
+    "message": "1",        # bold: the headline
+}
+
+
+def _painter(color: bool):
+    if not color:
+        return lambda text, style: text
+    return lambda text, style: f"\x1b[{STYLES[style]}m{text}\x1b[0m" if text else text
+
+
+def render(diag: Diagnostic, color: bool = False) -> str:
+    """``diag`` as rustc prints one; ``color`` adds ANSI colours (for a terminal)."""
+    paint = _painter(color)
+    level = diag.severity if diag.severity in STYLES else "error"
+    out = [paint(f"{diag.severity}[{diag.code}]", level) + paint(f": {diag.message}", "message")]
     span = diag.span
     if span is not None:
         gutter = " " * len(str(span.line))
-        out.append(f"{gutter}--> {span.file}:{span.line}:{span.col + 1}")
-        out.append(f"{gutter} |")
+        bar = paint("|", "gutter")
+        out.append(f"{gutter}{paint('-->', 'gutter')} {span.file}:{span.line}:{span.col + 1}")
+        out.append(f"{gutter} {bar}")
         text = span.source_line.rstrip("\n")
-        out.append(f"{span.line} | {text}")
+        out.append(f"{paint(str(span.line), 'gutter')} {bar} {text}")
         width = max(1, (span.end_col or len(text)) - span.col)
-        caret = " " * span.col + "^" * width
-        out.append(f"{gutter} | {caret}" + (f" {diag.label}" if diag.label else ""))
+        caret = " " * span.col + paint("^" * width + (f" {diag.label}" if diag.label else ""), level)
+        out.append(f"{gutter} {bar} {caret}")
         if diag.help or diag.notes:
-            out.append(f"{gutter} |")
+            out.append(f"{gutter} {bar}")
+    indent = " " * (len(str(span.line)) if span else 0)
     for note in diag.notes:
-        out.append(f"{' ' * (len(str(span.line)) if span else 0)} = note: {note}")
+        out.append(f"{indent} {paint('=', 'gutter')} {paint('note', 'note')}: {note}")
     if diag.help:
-        out.append(f"{' ' * (len(str(span.line)) if span else 0)} = help: {diag.help}")
+        out.append(f"{indent} {paint('=', 'gutter')} {paint('help', 'help')}: {diag.help}")
     return "\n".join(out)
 
 
@@ -76,9 +98,9 @@ def unique(diags: list[Diagnostic]) -> list[Diagnostic]:
     return out
 
 
-def render_all(diags: list[Diagnostic]) -> str:
-    text = "\n\n".join(render(d) for d in diags)
+def render_all(diags: list[Diagnostic], color: bool = False) -> str:
+    text = "\n\n".join(render(d, color=color) for d in diags)
     errors = sum(1 for d in diags if d.severity == "error")
     if errors > 1:
-        text += f"\n\nerror: aborting due to {errors} previous errors"
+        text += "\n\n" + _painter(color)("error", "error") + f": aborting due to {errors} previous errors"
     return text

@@ -1,17 +1,18 @@
 """`buildtile doctor`: one status line per tool, a fix under each missing one, and an exit code that
-fails only when a build cannot work (a missing GPU does not stop a build)."""
+fails only when a build cannot work (a missing GPU, libdevice, ptxas or launch module does not stop a build)."""
 
 from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
 from buildtile import doctor
 from buildtile.cli import main
 
-NAMES = ("LLVM", "nvJitLink", "GPU", "C compiler", "CMake")
+NAMES = ("buildtile", "LLVM", "nvJitLink", "libdevice", "ptxas", "launch module", "C compiler", "CMake", "GPU")
 
 
 def run(capsys) -> tuple[int, dict[str, str], str]:
@@ -24,10 +25,18 @@ def run(capsys) -> tuple[int, dict[str, str], str]:
 
 
 @pytest.fixture
-def healthy(monkeypatch):
+def healthy(monkeypatch, tmp_path):
     """Every tool found, a GPU with a driver: the checks' inputs, not the checks, are replaced."""
     from cuda.bindings import driver
 
+    from buildtile.toolchain import libdevice
+
+    bitcode = tmp_path / "cuda" / "nvvm" / "libdevice" / libdevice.LIBDEVICE
+    bitcode.parent.mkdir(parents=True)
+    bitcode.write_bytes(b"BC")
+    (tmp_path / "cuda" / "version.json").write_text('{"cuda": {"version": "12.4.1"}}')
+    monkeypatch.setattr(libdevice, "candidate_paths", lambda: [tmp_path / "missing.bc", bitcode])
+    monkeypatch.setattr(doctor, "_ptxas_paths", lambda: [Path("/usr/bin/sh")])
     monkeypatch.setattr(doctor.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(doctor.subprocess, "run", lambda cmd, **kw: type("R", (), {"stdout": f"{cmd[0]} 1.0\n"})())
     ok = driver.CUresult.CUDA_SUCCESS
@@ -42,6 +51,12 @@ def test_every_tool_found_is_ok_and_exits_0(healthy, capsys):
     assert code == 0 and set(statuses.values()) == {"ok"}
     assert "fix:" not in out
     assert "CUDA driver 12.4" in out and "CMake: cmake: /usr/bin/cmake 1.0" in out
+    from buildtile import __version__
+
+    assert f"buildtile: buildtile {__version__}" in out
+    assert re.search(r"libdevice: libdevice\.10\.bc from CUDA 12\.4\.1 \(/.*/cuda/nvvm/libdevice/libdevice\.10\.bc\)",
+                     out)
+    assert "launch module: buildtile.runtime._native" in out
 
 
 def test_no_gpu_is_reported_with_its_fix_but_a_build_still_works(healthy, capsys):
@@ -94,3 +109,35 @@ def test_this_machine_is_reported_as_it_is(capsys):
     assert statuses["CMake"] == ("ok" if shutil.which("cmake") else "!!")
     assert statuses["LLVM"] == statuses["nvJitLink"] == "ok"    # the test suite itself builds kernels
     assert code == (0 if shutil.which("cc") and shutil.which("cmake") else 1)
+
+
+@pytest.mark.parametrize("missing", ["libdevice", "ptxas", "launch module"])
+def test_an_optional_piece_missing_is_reported_with_its_fix_but_a_build_still_works(healthy, capsys, missing):
+    from buildtile.toolchain import libdevice
+
+    if missing == "libdevice":
+        healthy.setattr(libdevice, "candidate_paths", lambda: [Path("/nowhere") / libdevice.LIBDEVICE])
+    elif missing == "ptxas":
+        healthy.setattr(doctor, "_ptxas_paths", list)
+    else:
+        def no_native(name):
+            raise ImportError(f"No module named {name!r}")
+
+        healthy.setattr(doctor.importlib, "import_module", no_native)
+    code, statuses, out = run(capsys)
+    assert code == 0
+    assert statuses == {**dict.fromkeys(NAMES, "ok"), missing: "!!"}
+    fix = {"libdevice": "pip install nvidia-nvvm", "ptxas": "pip install nvidia-cuda-nvcc",
+           "launch module": "reinstall buildtile"}[missing]
+    assert f"fix: {fix}" in out
+
+
+def test_verbose_lists_where_libdevice_was_looked_for(healthy, capsys):
+    from buildtile.toolchain import libdevice
+
+    healthy.setattr(libdevice, "candidate_paths", lambda: [Path("/nowhere/a.bc"), Path("/nowhere/b.bc")])
+    main(["doctor", "-v"])
+    out = capsys.readouterr().out
+    assert "searched /nowhere/a.bc" in out and "searched /nowhere/b.bc" in out
+    main(["doctor"])
+    assert "searched" not in capsys.readouterr().out

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import sys
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -23,7 +25,7 @@ from buildtile.config import Project, load_project
 from buildtile.errors import ConfigError, ToolchainError
 from buildtile.hooks.cmake_entry import ADD_SUBDIRECTORY, kernels_target
 from buildtile.hooks.skbuild_settings import missing_c_abi_library, own_cmake_project, scikit_build_settings
-from buildtile.hooks.staging import install_in_place, stage_kernels
+from buildtile.hooks.staging import StagedKernels, install_in_place, stage_kernels
 from buildtile.interop.manifest import MANIFEST_DIR
 
 __all__ = ["build_editable", "build_sdist", "build_wheel", "get_requires", "prepare_metadata"]
@@ -37,7 +39,7 @@ def build_wheel(
     from scikit_build_core import build as skbuild
 
     project = _project(config_settings)
-    staged = stage_kernels(project, log=_log)
+    staged = _stage_kernels(project)
     settings = scikit_build_settings(project, config_settings, staged)
     with _build_tools_explained(project):
         wheel_name = skbuild.build_wheel(wheel_directory, settings, metadata_directory)
@@ -57,7 +59,7 @@ def build_editable(
     from scikit_build_core import build as skbuild
 
     project = _project(config_settings)
-    staged = stage_kernels(project, log=_log)
+    staged = _stage_kernels(project)
     in_place = install_in_place(project, staged)
     settings = scikit_build_settings(project, config_settings, staged, include_artifacts=False)
     with _build_tools_explained(project):
@@ -164,7 +166,22 @@ def _check_own_cmake_build(project: Project, config_settings: ConfigSettings, wh
 
 
 def _log(message: str) -> None:
-    print(message, flush=True)
+    # stderr, flushed per line, as scikit-build-core reports: pip shows it live with -v (and
+    # moves its spinner on each line without), `python -m build` always
+    print(message, file=sys.stderr, flush=True)
+
+
+def _stage_kernels(project: Project) -> StagedKernels:
+    """Compile the kernels, with a line before and after: the compile is the build's long part."""
+    from buildtile import __version__
+
+    start = time.perf_counter()
+    _log(f"*** buildtile {__version__}: compiling the kernels of {project.package}")
+    staged = stage_kernels(project, log=_log)
+    count, targets = len(staged.manifest["kernels"]), ", ".join(staged.manifest["targets"])
+    _log(f"*** buildtile: compiled {count} kernel{'s' if count != 1 else ''} for {targets} "
+         f"in {time.perf_counter() - start:.1f} s")
+    return staged
 
 
 def _extract_package_artifacts(wheel: Path, package: str, target: Path) -> None:

@@ -44,7 +44,7 @@ from buildtile.config import CONFIG_SETTINGS_PREFIX, Project
 from buildtile.errors import ConfigError
 from buildtile.hooks.cmake_entry import ADD_SUBDIRECTORY, KERNELS_DIR_VARIABLE
 from buildtile.hooks.staging import StagedKernels
-from buildtile.interop import layout
+from buildtile.interop import layout, stubs
 from buildtile.interop.manifest import MANIFEST_DIR
 
 ConfigSettings = dict[str, Any]
@@ -129,6 +129,8 @@ def scikit_build_settings(
 
     if staged is not None and include_artifacts:
         ours[f"wheel.force-include.{staged.artifacts_dir}"] = f"{project.package}/{MANIFEST_DIR}"
+        for stub, in_wheel in stubs.wheel_files(staged.artifacts_dir, project.package_dir).items():
+            ours[f"wheel.force-include.{stub}"] = in_wheel
     return {**user, **ours}
 
 

@@ -2,6 +2,8 @@
 
 The files are templates beside this module (``template/``), with ``@PKG@``
 (the import package) and ``@DIST@`` (the distribution name) filled in.
+Dot files are stored without their dot (``gitignore.tmpl``), so packaging
+globs and editors treat them as ordinary files.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 from buildtile.errors import BuildtileError
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+#: templates written as dot files
+_DOT_FILES = {"gitignore"}
 
 
 def new_project(name: str, where: Path) -> Path:
@@ -30,6 +34,8 @@ def new_project(name: str, where: Path) -> Path:
     template = resources.files(__package__) / "template"
     for src, rel in _walk(template, ""):
         rel = rel.replace("PKG", package)
+        if rel.removesuffix(".tmpl") in _DOT_FILES:
+            rel = "." + rel
         text = src.read_text().replace("@PKG@", package).replace("@DIST@", name)
         target = root / rel.removesuffix(".tmpl")
         target.parent.mkdir(parents=True, exist_ok=True)
