@@ -32,17 +32,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from buildtile.cache import cache_dir_problem
 from buildtile.errors import ConfigError
+from buildtile.toolchain.targets import SUPPORTED_TARGETS, TARGET_SPELLING
 
 TABLE = "tool.buildtile"
 CONFIG_SETTINGS_PREFIX = "buildtile."
 ENV_PREFIX = "BUILDTILE_"
 
-#: ``sm_80``, ``sm_90a``: the architecture number, then an optional ``a``
-#: (architecture-specific features such as wgmma, which do not run elsewhere)
-TARGET_PATTERN = re.compile(r"sm_(\d+)a?")
-#: Volta; older GPUs lack the PTX features the backends emit
-MIN_TARGET = 70
 CHECK_MODES = ("release", "debug")
 OPT_LEVELS = range(4)
 #: the folder that holds the import packages in a "src layout" (where discovery looks too)
@@ -61,15 +58,22 @@ def _check_targets(targets: list[str]) -> str | None:
     if not targets:
         return "must list at least one target, e.g. [\"sm_80\"]"
     for target in targets:
-        match = TARGET_PATTERN.fullmatch(target)
+        # the message's help lists the supported targets (the field's documentation)
+        if target in SUPPORTED_TARGETS:
+            continue
+        match = TARGET_SPELLING.fullmatch(target)
         if match is None:
             return f"{target!r} is not a GPU target; targets look like \"sm_80\" or \"sm_90a\""
-        if int(match.group(1)) < MIN_TARGET:
-            return f"{target!r} is older than sm_{MIN_TARGET}, the oldest supported target"
+        if int(match.group(1)) < _OLDEST_ARCH:
+            return f"{target!r} is older than {SUPPORTED_TARGETS[0]}, the oldest supported target"
+        return f"{target!r} is not a GPU target buildtile can build for"
     duplicates = sorted({t for t in targets if targets.count(t) > 1})
     if duplicates:
         return f"lists {', '.join(duplicates)} more than once"
     return None
+
+
+_OLDEST_ARCH = int(TARGET_SPELLING.fullmatch(SUPPORTED_TARGETS[0]).group(1))
 
 
 def _check_kernels(kernels: list[str]) -> str | None:
@@ -133,8 +137,8 @@ class BuildtileSettings:
     ))
     targets: list[str] = field(default_factory=lambda: ["sm_80", "sm_90"], metadata=_meta(
         "targets",
-        "GPU architectures to compile a cubin for (sm_70 or newer; an \"a\" suffix such as "
-        "sm_90a enables architecture-specific instructions).",
+        "GPU architectures to compile a cubin for, any of " + ", ".join(SUPPORTED_TARGETS) + " (an \"a\" "
+        "suffix such as sm_90a enables architecture-specific instructions).",
         _check_targets,
     ))
     ptx: bool = field(default=True, metadata=_meta(
@@ -158,6 +162,7 @@ class BuildtileSettings:
         "cache-dir",
         "Where compiled kernels are cached by content; empty means the user cache "
         "($XDG_CACHE_HOME/buildtile or ~/.cache/buildtile). \"off\" disables the cache.",
+        cache_dir_problem,
     ))
 
 
@@ -455,7 +460,8 @@ def json_schema(model: type = BuildtileSettings) -> dict:
         schema["required"] = list(REQUIRED_KEYS)
         properties["checks"]["enum"] = list(CHECK_MODES)
         properties["opt-level"].update(minimum=OPT_LEVELS[0], maximum=OPT_LEVELS[-1])
-        properties["targets"]["items"]["pattern"] = f"^{TARGET_PATTERN.pattern}$"
+        properties["targets"]["items"]["enum"] = list(SUPPORTED_TARGETS)
+        properties["targets"].update(minItems=1, uniqueItems=True)
         properties["kernels"]["minItems"] = 1
     return schema
 
