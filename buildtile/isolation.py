@@ -14,6 +14,7 @@ in line, unprotected.
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -94,6 +95,8 @@ def _start(context, index: int, call: Callable[[], Any]) -> dict:
 
 def _child(call: Callable[[], Any], writer, stderr_fd: int) -> None:
     os.dup2(stderr_fd, 2)
+    # the parent reports a child that dies; Python's stack of it would only bury LLVM's message
+    faulthandler.disable()
     try:
         outcome: Outcome = Returned(call())
     except BaseException as exc:  # everything goes back to the parent, which decides
