@@ -47,6 +47,13 @@ SOURCE_DIRS = ("src",)
 
 _MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _GLOB_CHARS = "*?["
+#: a path entry of ``kernels`` as the JSON schema sees it: relative, ``/``-separated, no ``..``
+#: (what :func:`_check_kernels` refuses in other words; the tests hold the two together)
+_PATH_ENTRY_PATTERN = r"^(?!/)(?!.*\\)(?!(.*/)?\.\.(/|$))(?=.*(/|\.py$|[*?\[])).*$"
+#: the JSON schema draft the schema is written in (validate-pyproject's)
+JSON_SCHEMA_DRAFT = "http://json-schema.org/draft-07/schema#"
+#: the schema's ``$id``: validate-pyproject refers to each tool's schema by it
+SCHEMA_ID = "urn:buildtile:tool-buildtile-schema"
 
 Check = Callable[[Any], "str | None"]  # returns what is wrong with a value, or None
 
@@ -463,6 +470,12 @@ def json_schema(model: type = BuildtileSettings) -> dict:
         properties["targets"]["items"]["enum"] = list(SUPPORTED_TARGETS)
         properties["targets"].update(minItems=1, uniqueItems=True)
         properties["kernels"]["minItems"] = 1
+        properties["kernels"]["items"]["anyOf"] = [
+            {"pattern": f"^{_MODULE_NAME.pattern}$"}, {"pattern": _PATH_ENTRY_PATTERN}]
+        properties["jobs"]["minimum"] = 0
+        # no NUL (written as an escape, which Python's and JavaScript's regular expressions share);
+        # what else the reader refuses (an unknown ~user ...) depends on the machine
+        properties["cache-dir"]["pattern"] = r"^[^\u0000]*$"
     return schema
 
 
@@ -517,6 +530,9 @@ def _buildtile_config_settings(config_settings: Mapping[str, Any]) -> dict[str, 
     }
 
 
-def tool_schema() -> dict:
-    """The ``[tool.buildtile]`` JSON schema, for validate-pyproject's ``tool_schema`` entry point."""
-    return json_schema()
+def tool_schema(tool: str = "buildtile") -> dict:
+    """The JSON schema of ``[tool.$tool]`` (buildtile's settings), for validate-pyproject.
+
+    validate-pyproject calls its ``tool_schema`` entry points with the tool's name.
+    """
+    return {"$schema": JSON_SCHEMA_DRAFT, "$id": SCHEMA_ID, **json_schema()}
