@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -28,6 +27,7 @@ import llvmlite.binding as llvm
 
 from buildtile.cache import KernelCache, cache_key, resolve_cache_dir
 from buildtile.jobs import Job, Progress, run_jobs
+from buildtile.staging_dirs import new_staging_dir
 from buildtile.toolchain.nvjitlink import nvjitlink_version
 from buildtile.toolchain.ptx import target_arch
 
@@ -92,7 +92,7 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
     package_out = Path(out_dir) / project.package / manifest_io.MANIFEST_DIR
     # build into a fresh folder and swap it in at the end: a failed build leaves no half-written tree
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".buildtile-", dir=Path(out_dir)))
+    staging = new_staging_dir(Path(out_dir))   # removes what interrupted builds left there
     try:
         jobs = _plan_jobs(project, kernels, targets, options, backends)
         run_jobs([j for js in jobs.values() for j in js], KernelCache(resolve_cache_dir(settings.cache_dir)),

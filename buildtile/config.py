@@ -217,6 +217,11 @@ def load_project(
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{pyproject} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{pyproject} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+                          help="TOML files are UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{pyproject} cannot be read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{pyproject} is not valid TOML: {exc}") from None
 
