@@ -1,4 +1,5 @@
-"""validate-pyproject checks [tool.buildtile] with buildtile's schema, which refuses what the settings reader refuses."""
+"""validate-pyproject checks [tool.buildtile] with buildtile's schema, which refuses what the settings
+reader refuses."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ else:  # pragma: no cover
 from buildtile.config import read_settings, tool_schema
 from buildtile.errors import ConfigError
 
-validate_pyproject = pytest.importorskip("validate_pyproject.api", reason="validate-pyproject is part of the test extra")
+validate_pyproject = pytest.importorskip("validate_pyproject.api",
+                                         reason="validate-pyproject is part of the test extra")
 from validate_pyproject.errors import ValidationError  # noqa: E402
 from validate_pyproject.plugins import PluginWrapper  # noqa: E402
 
