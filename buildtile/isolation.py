@@ -112,6 +112,8 @@ def _finish(reader, process, stderr) -> Outcome:
         outcome = reader.recv()
     except EOFError:
         outcome = None
+    except Exception as exc:   # sent, but it cannot be rebuilt here
+        outcome = Raised(RuntimeError(f"{type(exc).__name__} while reading a result back: {exc}"))
     finally:
         reader.close()
     process.join()

@@ -141,3 +141,18 @@ def test_the_command_line_prints_the_diagnostic_not_a_traceback(fatal_scale_proj
     err = capsys.readouterr().err
     assert err.startswith("error[BT0020]: the toolchain crashed compiling kernel `tiny_kernels.ops.vecadd`")
     assert "Traceback" not in err and LLVM_SAYS in err
+
+
+def test_a_compile_error_raised_in_a_worker_keeps_its_diagnostics():
+    from buildtile.diagnostics import Diagnostic, Span
+    from buildtile.errors import CompileError
+
+    diagnostic = Diagnostic("BT0600", "needs sm_80", Span("pkg/ops.py", 3, 4, 9, "    x = y"), help="drop sm_75")
+
+    def refuse():
+        raise CompileError([diagnostic])
+
+    ((_, outcome),) = run_isolated([refuse], 1)
+    assert isinstance(outcome, Raised) and isinstance(outcome.error, CompileError)
+    assert outcome.error.diagnostics == [diagnostic] and outcome.error.code == "BT0600"
+    assert str(outcome.error) == str(CompileError([diagnostic]))
