@@ -42,6 +42,7 @@ ENV_PREFIX = "BUILDTILE_"
 
 CHECK_MODES = ("release", "debug")
 OPT_LEVELS = range(4)
+_OLDEST_ARCH = int(TARGET_SPELLING.fullmatch(SUPPORTED_TARGETS[0]).group(1))
 #: the folder that holds the import packages in a "src layout" (where discovery looks too)
 SOURCE_DIRS = ("src",)
 
@@ -78,9 +79,6 @@ def _check_targets(targets: list[str]) -> str | None:
     if duplicates:
         return f"lists {', '.join(duplicates)} more than once"
     return None
-
-
-_OLDEST_ARCH = int(TARGET_SPELLING.fullmatch(SUPPORTED_TARGETS[0]).group(1))
 
 
 def _check_kernels(kernels: list[str]) -> str | None:
