@@ -135,3 +135,24 @@ def test_an_environment_target_is_refused_like_a_toml_one(tmp_path):
 def test_outcomes_of_an_emit_that_works_come_back():
     ((_, outcome),) = run_isolated([lambda: _emit_with("sm_100", (8, 6))], 1)
     assert isinstance(outcome, Returned) and ".version 8.6" in outcome.value
+
+
+def test_a_project_builds_for_blackwell(tmp_path, monkeypatch):
+    import shutil
+    from pathlib import Path
+
+    from buildtile.compiler import compile_project
+
+    root = tmp_path / "proj"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "vecadd_project", root,
+                    ignore=shutil.ignore_patterns("build", "_buildtile"))
+    monkeypatch.setenv("BUILDTILE_TARGETS", "sm_90,sm_100,sm_120a")
+    manifest = compile_project(load_project(root), tmp_path / "out", log=lambda line: None)
+    (kernel,) = manifest["kernels"]
+    assert set(kernel["artifacts"]) == {"sm_90", "sm_100", "sm_120a", "ptx"}
+    kernels = tmp_path / "out" / "tiny_kernels" / "_buildtile" / "kernels"
+    for target in ("sm_100", "sm_120a"):
+        (cubin,) = kernels.glob(f"*.{target}.cubin")
+        assert cubin.read_bytes()[:4] == b"\x7fELF"
+    (ptx,) = kernels.glob("*.ptx")
+    assert ptx.name.endswith(".sm_90.ptx") and "\n.version 8.0\n" in ptx.read_text()   # the lowest target's
