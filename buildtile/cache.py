@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 
 FILES = ("ptx", "cubin")
+#: the longest file name most file systems take (NAME_MAX), in bytes
+_NAME_MAX = 255
 
 
 def default_cache_dir() -> Path:
@@ -24,11 +26,37 @@ def default_cache_dir() -> Path:
     return Path(base) / "buildtile"
 
 
-def resolve_cache_dir(setting: str) -> Path | None:
-    """The cache folder from the ``cache-dir`` setting: "" = user cache, "off" = none."""
-    if setting == "off":
+def cache_disabled(setting: str) -> bool:
+    """Whether the ``cache-dir`` setting turns the cache off: "off", in any case, spaces aside."""
+    return setting.strip().lower() == "off"
+
+
+def cache_dir_problem(setting: str) -> str | None:
+    """What makes ``setting`` unusable as the cache folder, or None (for the settings reader)."""
+    if cache_disabled(setting) or not setting:
         return None
-    return Path(setting).expanduser() if setting else default_cache_dir()
+    if "\0" in setting:
+        return f"{setting!r} contains a NUL character, which no path can hold"
+    expanded = os.path.expanduser(setting)
+    if expanded.startswith("~"):
+        user = setting[1:].split("/", 1)[0]
+        if not user:
+            return f"{setting!r} starts with ~, and this account's home folder is unknown"
+        return f"{setting!r} starts with ~{user}, and there is no user {user!r} whose home it could be"
+    too_long = [part for part in expanded.split(os.sep) if len(os.fsencode(part)) > _NAME_MAX]
+    if too_long:
+        return f"{setting!r} has a folder name of {len(os.fsencode(too_long[0]))} bytes; file systems take {_NAME_MAX}"
+    return None
+
+
+def resolve_cache_dir(setting: str) -> Path | None:
+    """The cache folder from the ``cache-dir`` setting: "" = user cache, "off" = none.
+
+    The settings reader has refused values :func:`cache_dir_problem` finds wrong.
+    """
+    if cache_disabled(setting):
+        return None
+    return Path(os.path.expanduser(setting)) if setting else default_cache_dir()
 
 
 def cache_key(*parts: str | bytes) -> str:
@@ -53,20 +81,20 @@ class KernelCache:
         entry = self._entry(key)
         try:
             return {name: (entry / name).read_bytes() for name in FILES}
-        except OSError:
+        except (OSError, ValueError):   # ValueError: a path the OS cannot take
             return None
 
     def put(self, key: str, files: dict[str, bytes]) -> None:
         if self.root is None:
             return
         entry = self._entry(key)
-        if entry.exists():
-            return
         try:
+            if entry.exists():
+                return
             entry.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
-        except OSError:
-            return   # a read-only or full cache only costs a recompile next time
+        except (OSError, ValueError):
+            return   # a read-only, full or unusable cache only costs a recompile next time
         try:
             for name in FILES:
                 (tmp / name).write_bytes(files[name])

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -36,6 +35,7 @@ from buildtile.jobs import Job, Progress, run_jobs
 from buildtile.plugins import backends as registered_backends
 from buildtile.plugins import emitters as registered_emitters
 from buildtile.plugins import plugin_manager
+from buildtile.staging_dirs import new_staging_dir
 from buildtile.stages import STAGES_DIR, stage_file, stage_text
 from buildtile.toolchain.nvjitlink import nvjitlink_version
 from buildtile.toolchain.ptx import llvm_to_ptx, target_arch
@@ -82,7 +82,7 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
     package_out = Path(out_dir) / project.package / manifest_io.MANIFEST_DIR
     # build into a fresh folder and swap it in at the end: a failed build leaves no half-written tree
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".buildtile-", dir=Path(out_dir)))
+    staging = new_staging_dir(Path(out_dir))
     try:
         jobs = _plan_jobs(project, builds, targets, options)
         run_jobs([j for js in jobs.values() for j in js], KernelCache(resolve_cache_dir(settings.cache_dir)),

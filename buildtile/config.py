@@ -32,24 +32,29 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from buildtile.cache import cache_dir_problem
 from buildtile.errors import ConfigError
+from buildtile.toolchain.targets import SUPPORTED_TARGETS, TARGET_SPELLING
 
 TABLE = "tool.buildtile"
 CONFIG_SETTINGS_PREFIX = "buildtile."
 ENV_PREFIX = "BUILDTILE_"
 
-#: ``sm_80``, ``sm_90a``: the architecture number, then an optional ``a``
-#: (architecture-specific features such as wgmma, which do not run elsewhere)
-TARGET_PATTERN = re.compile(r"sm_(\d+)a?")
-#: Volta; older GPUs lack the PTX features the backends emit
-MIN_TARGET = 70
 CHECK_MODES = ("release", "debug")
 OPT_LEVELS = range(4)
+_OLDEST_ARCH = int(TARGET_SPELLING.fullmatch(SUPPORTED_TARGETS[0]).group(1))
 #: the folder that holds the import packages in a "src layout" (where discovery looks too)
 SOURCE_DIRS = ("src",)
 
 _MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _GLOB_CHARS = "*?["
+#: a path entry of ``kernels`` as the JSON schema sees it: relative, ``/``-separated, no ``..``
+#: (what :func:`_check_kernels` refuses in other words; the tests hold the two together)
+_PATH_ENTRY_PATTERN = r"^(?!/)(?!.*\\)(?!(.*/)?\.\.(/|$))(?=.*(/|\.py$|[*?\[])).*$"
+#: the JSON schema draft the schema is written in (validate-pyproject's)
+JSON_SCHEMA_DRAFT = "http://json-schema.org/draft-07/schema#"
+#: the schema's ``$id``: validate-pyproject refers to each tool's schema by it
+SCHEMA_ID = "urn:buildtile:tool-buildtile-schema"
 
 Check = Callable[[Any], "str | None"]  # returns what is wrong with a value, or None
 
@@ -61,11 +66,15 @@ def _check_targets(targets: list[str]) -> str | None:
     if not targets:
         return "must list at least one target, e.g. [\"sm_80\"]"
     for target in targets:
-        match = TARGET_PATTERN.fullmatch(target)
+        # the message's help lists the supported targets (the field's documentation)
+        if target in SUPPORTED_TARGETS:
+            continue
+        match = TARGET_SPELLING.fullmatch(target)
         if match is None:
             return f"{target!r} is not a GPU target; targets look like \"sm_80\" or \"sm_90a\""
-        if int(match.group(1)) < MIN_TARGET:
-            return f"{target!r} is older than sm_{MIN_TARGET}, the oldest supported target"
+        if int(match.group(1)) < _OLDEST_ARCH:
+            return f"{target!r} is older than {SUPPORTED_TARGETS[0]}, the oldest supported target"
+        return f"{target!r} is not a GPU target buildtile can build for"
     duplicates = sorted({t for t in targets if targets.count(t) > 1})
     if duplicates:
         return f"lists {', '.join(duplicates)} more than once"
@@ -133,8 +142,8 @@ class BuildtileSettings:
     ))
     targets: list[str] = field(default_factory=lambda: ["sm_80", "sm_90"], metadata=_meta(
         "targets",
-        "GPU architectures to compile a cubin for (sm_70 or newer; an \"a\" suffix such as "
-        "sm_90a enables architecture-specific instructions).",
+        "GPU architectures to compile a cubin for, any of " + ", ".join(SUPPORTED_TARGETS) + " (an \"a\" "
+        "suffix such as sm_90a enables architecture-specific instructions).",
         _check_targets,
     ))
     ptx: bool = field(default=True, metadata=_meta(
@@ -158,6 +167,7 @@ class BuildtileSettings:
         "cache-dir",
         "Where compiled kernels are cached by content; empty means the user cache "
         "($XDG_CACHE_HOME/buildtile or ~/.cache/buildtile). \"off\" disables the cache.",
+        cache_dir_problem,
     ))
 
 
@@ -205,6 +215,11 @@ def load_project(
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{pyproject} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{pyproject} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+                          help="TOML files are UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{pyproject} cannot be read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{pyproject} is not valid TOML: {exc}") from None
 
@@ -455,8 +470,15 @@ def json_schema(model: type = BuildtileSettings) -> dict:
         schema["required"] = list(REQUIRED_KEYS)
         properties["checks"]["enum"] = list(CHECK_MODES)
         properties["opt-level"].update(minimum=OPT_LEVELS[0], maximum=OPT_LEVELS[-1])
-        properties["targets"]["items"]["pattern"] = f"^{TARGET_PATTERN.pattern}$"
+        properties["targets"]["items"]["enum"] = list(SUPPORTED_TARGETS)
+        properties["targets"].update(minItems=1, uniqueItems=True)
         properties["kernels"]["minItems"] = 1
+        properties["kernels"]["items"]["anyOf"] = [
+            {"pattern": f"^{_MODULE_NAME.pattern}$"}, {"pattern": _PATH_ENTRY_PATTERN}]
+        properties["jobs"]["minimum"] = 0
+        # no NUL (written as an escape, which Python's and JavaScript's regular expressions share);
+        # what else the reader refuses (an unknown ~user ...) depends on the machine
+        properties["cache-dir"]["pattern"] = r"^[^\u0000]*$"
     return schema
 
 
@@ -511,6 +533,9 @@ def _buildtile_config_settings(config_settings: Mapping[str, Any]) -> dict[str, 
     }
 
 
-def tool_schema() -> dict:
-    """The ``[tool.buildtile]`` JSON schema, for validate-pyproject's ``tool_schema`` entry point."""
-    return json_schema()
+def tool_schema(tool: str = "buildtile") -> dict:
+    """The JSON schema of ``[tool.$tool]`` (buildtile's settings), for validate-pyproject.
+
+    validate-pyproject calls its ``tool_schema`` entry points with the tool's name.
+    """
+    return {"$schema": JSON_SCHEMA_DRAFT, "$id": SCHEMA_ID, **json_schema()}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import glob
+import io
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,14 +51,22 @@ def _resolve_one(root: Path, pattern: str) -> list[KernelModule]:
             paths = [p for p in (base / rel.with_suffix(".py"), base / rel / "__init__.py") if p.is_file()]
         for path in paths:
             if path.suffix == ".py" and path.is_file():
-                out.append(KernelModule(_module_name(base, path), path.resolve()))
+                out.append(KernelModule(_module_name(base, path, pattern), path.resolve()))
         if out:
             break
     return out
 
 
-def _module_name(base: Path, path: Path) -> str:
-    rel = path.resolve().relative_to(base.resolve()).with_suffix("")
+def _module_name(base: Path, path: Path, pattern: str) -> str:
+    try:
+        rel = path.resolve().relative_to(base.resolve()).with_suffix("")
+    except ValueError:   # a link (to the file or a folder above it) leads out of the source folder
+        raise ConfigError(
+            f"tool.buildtile.kernels: `{pattern}` finds {path}, which is a link to {path.resolve()}, "
+            f"outside {base}",
+            help="kernel modules live in the project's package, where builds and source distributions "
+                 "see them: copy the module in rather than linking to it",
+        ) from None
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -87,11 +97,11 @@ def import_namespace(module_ast: ast.Module, module_name: str) -> dict[str, str]
 
 
 def parse_module(module: KernelModule, display_root: Path) -> tuple[ast.Module, list[str], str]:
-    text = module.path.read_text()
     try:
         display = str(module.path.relative_to(display_root))
     except ValueError:
         display = str(module.path)
+    text = read_source(module.path, display)
     lines = text.splitlines()
     try:
         tree = ast.parse(text, filename=display)
@@ -100,6 +110,35 @@ def parse_module(module: KernelModule, display_root: Path) -> tuple[ast.Module, 
                     lines[exc.lineno - 1] if exc.lineno and exc.lineno <= len(lines) else "")
         raise CompileError([Diagnostic("BT0001", f"syntax error: {exc.msg}", span)]) from None
     return tree, lines, display
+
+
+def read_source(path: Path, display: str) -> str:
+    """A module's text, decoded as Python does: UTF-8 unless a coding comment says otherwise."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"kernel module {display} cannot be read: {exc.strerror}") from None
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:   # a coding comment naming an unknown encoding, or a bad BOM
+        line = exc.lineno or 1
+        raise CompileError([Diagnostic("BT0001", f"syntax error: {exc.msg}",
+                                       Span(display, line, 0, None, _line_of(data, line)))]) from None
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1)
+        raise CompileError([Diagnostic(
+            "BT0001", f"syntax error: the file is not valid {encoding} text (byte 0x{data[exc.start]:02x} "
+                      f"at line {line}, column {col + 1})",
+            Span(display, line, col, None, _line_of(data, line)),
+            help="save the module as UTF-8, or declare its encoding in a `# -*- coding: ... -*-` comment")]) from None
+
+
+def _line_of(data: bytes, line: int) -> str:
+    lines = data.splitlines()
+    return lines[line - 1].decode("utf-8", errors="replace") if 0 < line <= len(lines) else ""
 
 
 def find_kernels(module: KernelModule, backends: dict[str, Backend], display_root: Path) -> list[KernelSource]:

@@ -44,6 +44,10 @@ class CompileError(BuildtileError):
         first = self.diagnostics[0].code if self.diagnostics else "BT0100"
         super().__init__(render_all(self.diagnostics), code=first)
 
+    def __reduce__(self):
+        # rebuilt from its diagnostics (a compile job in a worker process may raise one)
+        return type(self), (self.diagnostics,)
+
     def __str__(self) -> str:
         return self.message
 

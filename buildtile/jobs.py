@@ -1,8 +1,10 @@
-"""Compile (kernel x target) jobs: from the cache, in worker processes, or in line.
+"""Compile (kernel x target) jobs: from the cache, or each in a worker process of its own.
 
-A job whose backend lowers to LLVM IR is a pure function of text (IR,
-target, optimisation level), so it runs in a process pool; LLVM's state is
-process-wide, which rules out threads.
+Every uncached job runs in a child process (:mod:`buildtile.isolation`):
+LLVM's state is process-wide, which rules out threads, and LLVM answers
+some inputs by aborting its process. A job whose process dies is reported
+as a toolchain error naming its kernel and target, with what LLVM printed;
+the other jobs finish and are cached.
 """
 
 from __future__ import annotations
@@ -10,15 +12,17 @@ from __future__ import annotations
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Callable
 
+from buildtile.errors import ToolchainError
+from buildtile.isolation import Died, Raised, run_isolated
 from buildtile.toolchain.nvjitlink import ptx_to_cubin
 from buildtile.toolchain.ptx import llvm_to_ptx
 
-#: fewer uncached jobs than this compile in line: a worker process costs more to start
-MIN_JOBS_FOR_POOL = 4
+#: how many lines of a crashed job's standard error its diagnostic quotes
+CRASH_LINES = 12
 
 
 @dataclass
@@ -41,8 +45,18 @@ def _compile_ir(llvm_ir: str, target: str, opt_level: int, name: str) -> tuple[s
     return ptx, cubin, time.perf_counter() - start
 
 
+def compile_job(job: Job, opt_level: int) -> tuple[str, bytes, float]:
+    """The job's PTX, cubin and the seconds they took, made in this process."""
+    if job.llvm_ir is not None:
+        return _compile_ir(job.llvm_ir, job.target, opt_level, f"{job.label}.ptx")
+    start = time.perf_counter()
+    ptx = job.make_ptx()
+    cubin = ptx_to_cubin(ptx, job.target, name=f"{job.label}.ptx", opt_level=opt_level)
+    return ptx, cubin, time.perf_counter() - start
+
+
 def run_jobs(jobs: list[Job], cache, opt_level: int, workers: int, progress: Callable[[Job, int, int], None]) -> None:
-    """Fill in every job's PTX and cubin; reports each as it completes."""
+    """Fill in every job's PTX and cubin; reports each as it completes (in the jobs' order)."""
     total, done = len(jobs), 0
     pending = []
     for job in jobs:
@@ -54,31 +68,49 @@ def run_jobs(jobs: list[Job], cache, opt_level: int, workers: int, progress: Cal
         else:
             pending.append(job)
 
-    def finish(job: Job) -> None:
-        nonlocal done
-        cache.put(job.key, {"ptx": job.ptx.encode(), "cubin": job.cubin})
-        done += 1
-        progress(job, done, total)
+    calls = [lambda job=job: compile_job(job, opt_level) for job in pending]
+    arrived: dict[int, tuple[str, bytes, float] | None] = {}   # None: the job's process died
+    crashed: list[tuple[Job, Died]] = []
+    next_index = 0
+    with closing(run_isolated(calls, workers or os.cpu_count() or 1)) as outcomes:   # closing kills the rest
+        for index, outcome in outcomes:
+            if isinstance(outcome, Raised):
+                raise outcome.error
+            if isinstance(outcome, Died):
+                crashed.append((pending[index], outcome))
+                arrived[index] = None
+            else:
+                arrived[index] = outcome.value
+            while next_index in arrived:
+                result = arrived.pop(next_index)
+                job = pending[next_index]
+                next_index += 1
+                if result is None:
+                    continue
+                job.ptx, job.cubin, job.seconds = result
+                cache.put(job.key, {"ptx": job.ptx.encode(), "cubin": job.cubin})
+                done += 1
+                progress(job, done, total)
+    if crashed:
+        raise crash_error(crashed)
 
-    poolable = [j for j in pending if j.llvm_ir is not None]
-    workers = workers or os.cpu_count() or 1
-    if workers > 1 and len(poolable) >= MIN_JOBS_FOR_POOL:
-        with ProcessPoolExecutor(max_workers=min(workers, len(poolable))) as pool:
-            futures = {pool.submit(_compile_ir, j.llvm_ir, j.target, opt_level, f"{j.label}.ptx"): j
-                       for j in poolable}
-            for future, job in futures.items():
-                job.ptx, job.cubin, job.seconds = future.result()
-                finish(job)
-        pending = [j for j in pending if j.llvm_ir is None]
-    for job in pending:
-        if job.llvm_ir is not None:
-            job.ptx, job.cubin, job.seconds = _compile_ir(job.llvm_ir, job.target, opt_level, f"{job.label}.ptx")
-        else:
-            start = time.perf_counter()
-            job.ptx = job.make_ptx()
-            job.cubin = ptx_to_cubin(job.ptx, job.target, name=f"{job.label}.ptx", opt_level=opt_level)
-            job.seconds = time.perf_counter() - start
-        finish(job)
+
+def crash_error(crashed: list[tuple[Job, Died]]) -> ToolchainError:
+    """One error for every job whose process died, each named, with what the toolchain printed."""
+    parts = []
+    for job, died in crashed:
+        kernel = job.label.removesuffix(f" -> {job.target}")
+        lines = [line for line in died.stderr.splitlines() if line.strip()]
+        quoted = "\n".join(f"    {line}" for line in lines[:CRASH_LINES])
+        if len(lines) > CRASH_LINES:
+            quoted += f"\n    ... ({len(lines) - CRASH_LINES} more lines)"
+        parts.append(f"the toolchain crashed compiling kernel `{kernel}` for {job.target} "
+                     f"(its process {died.how})" + (f":\n{quoted}" if quoted else ""))
+    return ToolchainError(
+        "\n".join(parts),
+        help="the kernel passed every check, so this is a bug in buildtile or LLVM: please report it with "
+             "the kernel's source, the target and `buildtile doctor`'s output",
+    )
 
 
 class Progress:

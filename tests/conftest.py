@@ -232,12 +232,24 @@ def ops(make_kernel_package, fake_gpu):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _private_kernel_cache(tmp_path_factory):
-    """Builds in tests use a cache of their own, never the user's (and start cold)."""
-    previous = os.environ.get("BUILDTILE_CACHE_DIR")
-    os.environ["BUILDTILE_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernel-cache"))
+def _private_home_and_kernel_cache(tmp_path_factory):
+    """Tests never touch the user's home folder or kernel cache: HOME, XDG_CACHE_HOME and the
+    kernel cache point into the session's temporary folder (and start empty). uv keeps its own
+    package cache, which the isolated builds of the frontend tests install from."""
+    uv_cache = os.environ.get("UV_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "uv")
+    home = tmp_path_factory.mktemp("home")
+    private = {
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "BUILDTILE_CACHE_DIR": str(tmp_path_factory.mktemp("kernel-cache")),
+        "UV_CACHE_DIR": uv_cache,
+    }
+    previous = {name: os.environ.get(name) for name in private}
+    os.environ.update(private)
     yield
-    if previous is None:
-        os.environ.pop("BUILDTILE_CACHE_DIR", None)
-    else:
-        os.environ["BUILDTILE_CACHE_DIR"] = previous
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

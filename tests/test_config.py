@@ -136,7 +136,7 @@ BAD_TABLES = {
     "target not a string": ("targets = [80]", "tool.buildtile.targets"),
     "target misspelt": ('targets = ["sm80"]', "'sm80' is not a GPU target"),
     "target compute capability": ('targets = ["compute_80"]', "'compute_80' is not a GPU target"),
-    "target too old": ('targets = ["sm_60"]', "'sm_60' is older than sm_70"),
+    "target too old": ('targets = ["sm_60"]', "'sm_60' is older than sm_75"),
     "no targets": ("targets = []", "tool.buildtile.targets"),
     "target twice": ('targets = ["sm_80", "sm_80"]', "sm_80 more than once"),
     "ptx not a bool": ('ptx = "yes"', "tool.buildtile.ptx"),
@@ -211,7 +211,7 @@ def test_invalid_toml_names_the_file(tmp_path):
 def test_bad_config_setting_names_the_setting(tmp_path):
     write_project(tmp_path, '[tool.buildtile]\nkernels = ["my_kernels.ops"]\n')
     message = config_error(tmp_path, config_settings={"buildtile.targets": "sm_50"})
-    assert "config setting buildtile.targets" in message and "'sm_50' is older than sm_70" in message
+    assert "config setting buildtile.targets" in message and "'sm_50' is older than sm_75" in message
 
 
 def test_unknown_config_setting_suggests_the_right_one(tmp_path):

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import re
 import threading
 
 import llvmlite.binding as llvm
 
 from buildtile.errors import ToolchainError
 from buildtile.toolchain.libdevice import link_libdevice
+from buildtile.toolchain.targets import ptx_isa, target_arch  # noqa: F401 (target_arch: part of this module's API)
 
-#: PTX ISA 8.0 (CUDA 12.0): new enough for sm_90a, old enough for CUDA 12 drivers
-PTX_FEATURES = "+ptx80"
-_TARGET_RE = re.compile(r"^sm_(\d+)(a?)$")
 _lock = threading.Lock()   # LLVM's global state is not safe to build target machines concurrently
 _initialized = False
 
@@ -25,17 +22,15 @@ def _ensure_nvptx() -> None:
         _initialized = True
 
 
-def target_arch(target: str) -> tuple[int, bool]:
-    m = _TARGET_RE.match(target)
-    if not m:
-        raise ToolchainError(f"`{target}` is not a GPU target", code="BT0011",
-                             help="targets are spelled sm_80, sm_90, sm_90a ...")
-    return int(m.group(1)), bool(m.group(2))
+def ptx_features(target: str) -> str:
+    """LLVM's feature string for ``target``: the PTX ISA version it is emitted with."""
+    major, minor = ptx_isa(target)
+    return f"+ptx{major}{minor}"
 
 
 def llvm_to_ptx(llvm_ir: str, target: str, opt_level: int = 3) -> str:
     """Optimise ``llvm_ir`` at ``opt_level`` and emit PTX for ``target`` (``sm_XX``)."""
-    target_arch(target)
+    features = ptx_features(target)
     with _lock:
         _ensure_nvptx()
         try:
@@ -46,7 +41,7 @@ def llvm_to_ptx(llvm_ir: str, target: str, opt_level: int = 3) -> str:
         if any(fn.is_declaration and fn.name.startswith("__nv_") for fn in module.functions):
             link_libdevice(module, keep={fn.name for fn in module.functions if not fn.is_declaration})
         machine = llvm.Target.from_triple(module.triple).create_target_machine(
-            cpu=target, features=PTX_FEATURES, opt=opt_level, codemodel="default",
+            cpu=target, features=features, opt=opt_level, codemodel="default",
         )
         if opt_level > 0:
             tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
