@@ -78,11 +78,16 @@ _ENTRIES = [
         jobs = 0                 # one job per CPU core
         """),
     _entry("BT0011", "not a GPU target", ("build",), """
-        A name given as a GPU target is not spelled `sm_XX` (or `sm_XXa`).
+        A name given as a GPU target is not spelled `sm_XX` (or `sm_XXa`),
+        or names a compute capability buildtile does not build for.
 
         Targets name the compute capability the PTX and the cubin are made
-        for; buildtile hands them to LLVM and nvJitLink as they are, so a
-        misspelt one is refused before either tool sees it.
+        for. buildtile knows, for each target it supports, the lowest PTX
+        ISA version that target needs (so the shipped PTX still loads on
+        the oldest driver that can run it); a misspelt target, or one that
+        LLVM or nvJitLink cannot build, is refused before either tool sees
+        it. `tool.buildtile.targets` is checked the same way when the
+        settings are read (BT0010, listing the supported targets).
         """, """
         buildtile.toolchain.ptx.llvm_to_ptx(ir, "compute_80")
         """, """

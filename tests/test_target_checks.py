@@ -62,7 +62,7 @@ def test_check_reports_what_the_build_refuses(path, tmp_path):
 MMA_CASE = Path(__file__).parent / "ui" / "targets" / "mma_below_sm80.py"
 
 
-@pytest.mark.parametrize("target", ["sm_70", "sm_75"])
+@pytest.mark.parametrize("target", ["sm_75"])
 def test_building_an_mma_kernel_for_an_old_target_stops_at_the_mma(target, tmp_path, capsys):
     root = project_of(MMA_CASE.read_text(), [target], tmp_path / "proj")
     assert main(["build", str(root)]) == 1
