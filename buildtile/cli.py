@@ -1,4 +1,4 @@
-"""The ``buildtile`` command: check, build, inspect, doctor."""
+"""The ``buildtile`` command: check, build, inspect, doctor, explain, sanitize."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 from buildtile.diagnostics import render_all
 from buildtile.errors import BuildtileError
+from buildtile.sanitize import add_parser as sanitize_parser
 from buildtile.stages import STAGE_NAMES
 
 
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("explain", help="explain an error code, e.g. BT0499")
     p.add_argument("code")
     p.set_defaults(func=cmd_explain)
+    sanitize_parser(sub)
     argv = sys.argv[1:] if argv is None else list(argv)
     args, unparsed = parser.parse_known_args(argv)
     if unparsed and args.command == "inspect":

@@ -119,6 +119,19 @@ _ENTRIES = [
         $ pip install nvidia-nvvm            # or: export CUDA_HOME=/usr/local/cuda
         $ pip wheel .
         """),
+    _entry("BT0024", "compute-sanitizer not found", ("configuration",), """
+        `buildtile sanitize` found no compute-sanitizer binary to run the
+        program under.
+
+        It looks for the one given with `--sanitizer`, then on PATH, under
+        CUDA_HOME and CUDA_PATH, in /usr/local/cuda*, and in the
+        `nvidia-cuda-sanitizer-api` Python package.
+        """, """
+        $ buildtile sanitize -- python -m example_kernels   # no CUDA toolkit
+        """, """
+        $ pip install nvidia-cuda-sanitizer-api-cu12   # or put CUDA's bin/ on PATH
+        $ buildtile sanitize --tool memcheck -- python -m example_kernels
+        """),
     _entry("BT0030", "a plugin registered a bad backend", ("configuration",), """
         A buildtile plugin registered something that is not a
         `buildtile.backend.Backend`, or two plugins registered a backend for
