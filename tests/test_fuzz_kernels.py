@@ -29,7 +29,9 @@ SEED = int(os.environ.get("FUZZ_SEED", "0"))
 
 #: internal error pattern -> the regression kernel below that reproduces it
 KNOWN = {
-    r"^internal: TypeError at frontend\.py:\d+ \((expr_BinOp|fold_constant|const)\)": "float_shift",
+    r"^internal: TypeError at frontend\.py:\d+ \(expr_BinOp\)": "float_shift",
+    r"^internal: TypeError at frontend\.py:\d+ \(fold_constant\)": "float_shift_module_constant",
+    r"^internal: TypeError at frontend\.py:\d+ \(const\)": "tile_float_shift_constant",
     r"^internal: OverflowError at llvm\.py:\d+ \(rounded_const\)": "f16_overflow",
     r"^internal: RecursionError": "deep_sum",
 }
@@ -43,6 +45,24 @@ REGRESSIONS = {
         def k(y: DisjointSlice[f32]):
             i = simt.index_1d()
             y[i] = -1.5 << 2
+        """,
+    "float_shift_module_constant": """
+        N = 1.5 << 2
+
+
+        @simt.kernel(block=256)
+        def k(y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = N
+        """,
+    "tile_float_shift_constant": """
+        from buildtile import tile
+        from buildtile.types import Tensor
+
+
+        @tile.kernel
+        def k(x: Tensor[f32, 1], z: tile.Out[f32, 1]):
+            z.store(tile.load_like(x, z) + (2.0 ^ 1.0))
         """,
     "float_bitwise_constant": """
         @simt.kernel(block=256)
