@@ -8,7 +8,8 @@ anything is compiled:
 
 - BT0415: a parameter name or a decorator keyword given twice (Python refuses the
   module at import; the build would ship a package that cannot be imported);
-- BT0428: two kernels of one name in one module, two kernels with one PTX entry
+- BT0428: two kernels of one name in one module, a kernel's name bound again at the top
+  level of its module (a later ``def``, an assignment, an import), two kernels with one PTX entry
   name (also when they differ only in case: the C macros are upper-case), and a
   kernel whose name is a C++ name generated for another (``scale_block`` beside
   ``scale``, ``copy_unsafe`` beside a contract-less ``copy``, ``delete_`` beside
@@ -17,7 +18,7 @@ anything is compiled:
   function: static discovery reads the module's top level only, so it would be
   left out of the build;
 - BT0431: a name the generated code cannot use: a kernel or module name that is
-  not ASCII, a module named as the runtime's own C++ namespaces (``buildtile``,
+  not an ASCII identifier, a module named as the runtime's own C++ namespaces (``buildtile``,
   ``std``) or the package's build folder (``_buildtile``), a kernel named
   ``check_abi`` in the package's top-level module.
 """
@@ -45,8 +46,11 @@ RESERVED_MODULE_PARTS = {
 #: C++ names the package's own namespace declares besides its kernels
 PACKAGE_NAMESPACE_NAMES = ("check_abi",)
 
-_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
-             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+#: statements whose bodies static discovery does not read, and how a diagnostic names each
+_COMPOUND = {ast.If: "an `if` block", ast.For: "a `for` loop", ast.AsyncFor: "a `for` loop",
+             ast.While: "a `while` loop", ast.With: "a `with` block", ast.AsyncWith: "a `with` block",
+             ast.Try: "a `try` block", ast.TryStar: "a `try` block", ast.Match: "a `match` block",
+             ast.ClassDef: "a class", ast.FunctionDef: "a function", ast.AsyncFunctionDef: "a function"}
 
 
 def check_module(module: KernelModule, backends: dict[str, Backend], display_root) -> list[Diagnostic]:
@@ -56,9 +60,9 @@ def check_module(module: KernelModule, backends: dict[str, Backend], display_roo
     decorators = {b.decorator_module + ".kernel" for b in backends.values()}
     ns = import_namespace(tree, module.name)
     for stmt in tree.body:
-        if isinstance(stmt, _COMPOUND):
+        if type(stmt) in _COMPOUND:
             diags += _nested_kernels(stmt, ns, decorators, display, lines)
-    return diags
+    return diags + _rebound_kernels(tree, ns, decorators, display, lines)
 
 
 def check_kernels(sources: Iterable[KernelSource]) -> list[Diagnostic]:
@@ -88,11 +92,12 @@ def _module_name(name: str, display: str, lines: list[str]) -> list[Diagnostic]:
     span = Span(display, 1, 0, None, lines[0] if lines else "")
     diags = []
     for part in name.split("."):
-        if not part.isascii():
+        if not (part.isascii() and part.isidentifier()):
             diags.append(Diagnostic(
-                "BT0431", f"module `{name}` has a name that is not ASCII", span,
+                "BT0431", f"module `{name}` has a name that is not an ASCII identifier", span,
                 label="in this module",
                 help="kernel modules export their names to PTX and C, which take ASCII identifiers only; rename it"))
+            break
         elif part in RESERVED_MODULE_PARTS:
             diags.append(Diagnostic(
                 "BT0431", f"a kernel module cannot be named `{name}`", span, label="in this module",
@@ -103,22 +108,56 @@ def _module_name(name: str, display: str, lines: list[str]) -> list[Diagnostic]:
 def _nested_kernels(stmt: ast.stmt, ns: dict[str, str], decorators: set[str], display: str,
                     lines: list[str]) -> list[Diagnostic]:
     diags = []
-    where = {ast.If: "an `if` block", ast.For: "a `for` loop", ast.AsyncFor: "a `for` loop",
-             ast.While: "a `while` loop", ast.With: "a `with` block", ast.AsyncWith: "a `with` block",
-             ast.Try: "a `try` block", ast.ClassDef: "a class", ast.FunctionDef: "a function",
-             ast.AsyncFunctionDef: "a function"}[type(stmt)]
+    where = _COMPOUND[type(stmt)]
     for node in ast.walk(stmt):
         if node is stmt or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for deco in node.decorator_list:
-            target = deco.func if isinstance(deco, ast.Call) else deco
-            if resolve_dotted(target, ns) in decorators:
+            if _is_kernel_decorator(deco, ns, decorators):
                 diags.append(Diagnostic(
                     "BT0430", f"kernel `{node.name}` is defined inside {where}", _span(display, lines, deco),
                     label="not at the top level of the module",
                     notes=(f"the enclosing statement is at line {stmt.lineno}; the build finds kernels only at "
                            "the top level of a module, so this one would be left out of the package",),
                     help="define the kernel at the top level; choose between kernels at launch time instead"))
+    return diags
+
+
+def _is_kernel_decorator(deco: ast.expr, ns: dict[str, str], decorators: set[str]) -> bool:
+    return resolve_dotted(deco.func if isinstance(deco, ast.Call) else deco, ns) in decorators
+
+
+def _bound_names(stmt: ast.stmt) -> list[tuple[str, ast.AST]]:
+    """The names a top-level statement binds, each with the node to point at."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [(stmt.name, stmt)]
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return [((a.asname or a.name).split(".")[0], a) for a in stmt.names]
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+        stmt, (ast.AnnAssign, ast.AugAssign)) else []
+    return [(n.id, n) for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def _rebound_kernels(tree: ast.Module, ns: dict[str, str], decorators: set[str], display: str,
+                     lines: list[str]) -> list[Diagnostic]:
+    """A top-level kernel whose name the module binds again to something else: the module's
+    attribute would then not be the kernel the package was built with."""
+    kernels = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)
+               and any(_is_kernel_decorator(d, ns, decorators) for d in s.decorator_list)}
+    diags = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef) and any(_is_kernel_decorator(d, ns, decorators)
+                                                     for d in stmt.decorator_list):
+            continue   # a kernel; two of one name are check_kernels' to report
+        for name, node in _bound_names(stmt):
+            if name in kernels:
+                kernel = kernels[name]
+                diags.append(Diagnostic(
+                    "BT0428", f"kernel `{name}` is bound again in its module", _span(display, lines, node),
+                    label=f"this rebinds `{name}`",
+                    notes=(f"the kernel is defined at line {kernel.lineno}; the module's `{name}` would "
+                           "not be the kernel the package was built with",),
+                    help="give the kernel or the other binding another name"))
     return diags
 
 

@@ -141,3 +141,17 @@ def test_the_build_stops_with_the_located_diagnostic_check_gives(tmp_path, capsy
         compile_project(load_project(root), tmp_path / "out", log=lambda _: None)
     assert located(info.value.diagnostics) == [("BT0428", "pkg/ops.py", 12, 5)]
     assert not (tmp_path / "out" / "pkg").exists()
+
+
+def test_a_module_whose_name_is_not_an_identifier_is_refused(tmp_path):
+    root = write_project(tmp_path, {"pkg/my-ops.py": kernel("scale")}, ["pkg/my-ops.py"])
+    found, diags = check_project(root)
+    assert located(diags) == [("BT0431", "pkg/my-ops.py", 1, 1)]
+    assert "`pkg.my-ops` has a name that is not an ASCII identifier" in diags[0].message
+
+
+def test_a_kernel_rebound_by_an_import_or_an_assignment_is_refused(tmp_path):
+    text = kernel("scale") + "\n\nscale = None\nfrom math import sqrt as scale\n"
+    root = write_project(tmp_path, {"pkg/ops.py": text}, ["pkg.ops"])
+    found, diags = check_project(root)
+    assert located(diags) == [("BT0428", "pkg/ops.py", 11, 1), ("BT0428", "pkg/ops.py", 12, 18)]
