@@ -31,10 +31,10 @@ ran="$(sed -n 's/^GPU tests: \([0-9]*\) ran.*/\1/p' "$log" | tail -n 1)"
 echo "GPU tests that ran: ${ran:-0}"
 [ "${ran:-0}" -gt 0 ] || status=1
 for bench in benchmarks/bench_*.py; do "$python" "$bench" || status=1; done
-# C++ launch overhead against raw cuLaunchKernel, on this GPU's vecadd cubin; its path and its
-# coarsening factor are read from the installed manifest
+# C++ launch overhead against raw cuLaunchKernel, on this GPU's vecadd cubin; its path, its
+# coarsening factor and its entry name are read from the installed manifest
 cmake_dir="$("$python" -m example_kernels --cmake-dir)" || exit 1
-read -r cubin coarsen < <("$python" - "$cmake_dir" <<'PY'
+read -r cubin coarsen symbol < <("$python" - "$cmake_dir" <<'PY'
 import json, sys
 from pathlib import Path
 
@@ -44,10 +44,10 @@ root = Path(sys.argv[1]).parent
 manifest = json.loads((root / "manifest.json").read_text())
 (vecadd,) = [k for k in manifest["kernels"] if k["module"] == "example_kernels.ops" and k["name"] == "vecadd"]
 sm = "sm_%d%d" % torch.cuda.get_device_capability()
-print(root / vecadd["artifacts"][sm]["path"], vecadd["contract"].get("coarsen") or 1)
+print(root / vecadd["artifacts"][sm]["path"], vecadd["contract"].get("coarsen") or 1, vecadd["symbol"])
 PY
 ) || exit 1
 build="$(mktemp -d)"
 cmake -S benchmarks/cpp_launch -B "$build" -Dexample_kernels_DIR="$cmake_dir" > "$build/configure.log" &&
-    cmake --build "$build" > "$build/build.log" && "$build/launch_overhead" "$cubin" "$coarsen" || status=1
+    cmake --build "$build" > "$build/build.log" && "$build/launch_overhead" "$cubin" "$coarsen" "$symbol" || status=1
 exit "$status"
