@@ -55,7 +55,7 @@ def test_the_example_module_has_every_kernel_of_the_issue():
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("name,spec", SPECS, ids=[s.symbol.split("__", 1)[1] for _, s in SPECS])
+@pytest.mark.parametrize("name,spec", SPECS, ids=[f"{name}__{s.label}" for name, s in SPECS])
 def test_example_specialization_links_to_cubin(name, spec, target):
     ptx = ptx_of(name, spec.symbol, target)
     assert f".target {target}" in ptx
