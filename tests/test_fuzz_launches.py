@@ -42,8 +42,8 @@ def test_every_mutated_launch_launches_validly_or_is_refused_with_a_bt_code(ops,
     with capsys.disabled():
         print(f"\nlaunch fuzzer: {report.cases} cases: {dict(report.outcomes)}; "
               f"{len(report.issues)} distinct issues")
-        for issue, reproducer in report.issues.items():
-            print(f"  {issue}\n    {reproducer}")
+        for issue in report.issues:
+            print(f"  {issue}")
     unknown = {i: r for i, r in report.issues.items() if not any(re.search(p, i) for p in KNOWN)}
     assert not unknown, unknown
 
