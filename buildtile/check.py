@@ -8,6 +8,7 @@ from buildtile.backend import CompileOptions
 from buildtile.diagnostics import Diagnostic, unique
 from buildtile.discovery import KernelModule, find_kernels
 from buildtile.errors import CompileError
+from buildtile.names import check_kernels, check_module
 from buildtile.plugins import backends as registered_backends
 
 
@@ -19,11 +20,12 @@ def check_file(path: str | Path, display_root: str | Path | None = None,
     path = Path(path).resolve()
     root = Path(display_root).resolve() if display_root else path.parent
     backends = registered_backends()
+    kernel_module = KernelModule(module or path.stem, path)
     try:
-        sources = find_kernels(KernelModule(module or path.stem, path), backends, root)
+        sources = find_kernels(kernel_module, backends, root)
     except CompileError as err:
         return 0, err.diagnostics
-    diags: list[Diagnostic] = []
+    diags: list[Diagnostic] = check_module(kernel_module, backends, root) + check_kernels(sources)
     for src in sources:
         try:
             backends[src.kind].impl.analyze(src, CompileOptions())

@@ -1,4 +1,4 @@
-"""The ``buildtile`` command: check, build, new, inspect, doctor, explain."""
+"""The ``buildtile`` command: check, build, new, inspect, doctor, explain, sanitize."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from buildtile import __version__
 from buildtile.diagnostics import Diagnostic, render, render_all
 from buildtile.errors import BuildtileError, CompileError
+from buildtile.sanitize import add_parser as sanitize_parser
 from buildtile.stages import STAGE_NAMES
 
 DESCRIPTION = "Build-time checks, compilation and inspection of a Python package's GPU kernels."
@@ -219,6 +220,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                        description="Explain an error code: what it means, an example, and how to fix it.")
     p.add_argument("code")
     p.set_defaults(func=cmd_explain)
+    sanitize_parser(sub)
     return parser, inspect
 
 

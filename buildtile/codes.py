@@ -124,6 +124,19 @@ _ENTRIES = [
         $ pip install nvidia-nvvm            # or: export CUDA_HOME=/usr/local/cuda
         $ pip wheel .
         """),
+    _entry("BT0024", "compute-sanitizer not found", ("configuration",), """
+        `buildtile sanitize` found no compute-sanitizer binary to run the
+        program under.
+
+        It looks for the one given with `--sanitizer`, then on PATH, under
+        CUDA_HOME and CUDA_PATH, in /usr/local/cuda*, and in the
+        `nvidia-cuda-sanitizer-api` Python package.
+        """, """
+        $ buildtile sanitize -- python -m example_kernels   # no CUDA toolkit
+        """, """
+        $ pip install nvidia-cuda-sanitizer-api-cu12   # or put CUDA's bin/ on PATH
+        $ buildtile sanitize --tool memcheck -- python -m example_kernels
+        """),
     _entry("BT0030", "a plugin registered a bad backend", ("configuration",), """
         A buildtile plugin registered something that is not a
         `buildtile.backend.Backend`, or two plugins registered a backend for
@@ -310,6 +323,24 @@ _ENTRIES = [
             if k < len(x):
                 c[i] = x[k]
         """),
+    _entry("BT0415", "a name is bound more than once", (KERNEL_CHECK,), """
+        A kernel's parameter list names one parameter twice, or its decorator
+        gives one keyword twice (`block=64, block=128`).
+
+        Python's parser accepts both, but Python refuses the module when it is
+        imported, so a package built from it could never be used; buildtile
+        refuses it while checking, where the place can be shown.
+        """, """
+        @simt.kernel(block=64, block=128)
+        def k(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = x[i]
+        """, """
+        @simt.kernel(block=128)
+        def k(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = x[i]
+        """),
     _entry("BT0425", "cannot find a name", (KERNEL_CHECK,), """
         A name, attribute, method or function is not one kernels can see.
 
@@ -330,6 +361,81 @@ _ENTRIES = [
         def k(c: DisjointSlice[f32]):
             i = simt.index_1d()
             c[i] = SCALE
+        """),
+    _entry("BT0428", "a name is defined more than once", (KERNEL_CHECK,), """
+        Two kernels need one name: they have the same name in one module,
+        names that differ only in case (the C header's macros are upper-case),
+        or one kernel's name is a C++ name the header generates for another:
+        `scale_block` (the block shape of `scale`), `copy_unsafe` (the launcher
+        of a `copy` without a launch contract), `delete_` (the escaped name of
+        `delete`), `<name>_launch` (a Tile kernel's launch class), or the
+        namespace of a submodule.
+
+        A kernel's name is its name in Python, in the PTX entry, in the C
+        launchers and in the C++ wrappers, so each must be one kernel's alone.
+        """, """
+        @simt.kernel(block=256)
+        def scale(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = 2.0 * x[i]
+
+        @simt.kernel(block=128)
+        def scale_block(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = 3.0 * x[i]
+        """, """
+        @simt.kernel(block=256)
+        def scale(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = 2.0 * x[i]
+
+        @simt.kernel(block=128)
+        def scale_blocked(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = 3.0 * x[i]
+        """),
+    _entry("BT0430", "a kernel is not at the top level of its module", (KERNEL_CHECK,), """
+        A kernel is defined inside an `if`, `for`, `while`, `with` or `try`
+        block, a function or a class.
+
+        buildtile finds kernels by reading each module's top level, without
+        running it, so a kernel defined anywhere else would be left out of the
+        package and fail when launched. Define every kernel at the top level
+        and choose between them at launch time.
+        """, """
+        FAST = True
+
+        if FAST:
+            @simt.kernel(block=256)
+            def copy(x: Slice[f32], y: DisjointSlice[f32]):
+                i = simt.index_1d()
+                y[i] = x[i]
+        """, """
+        FAST = True
+
+        @simt.kernel(block=256)
+        def copy(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = x[i]
+        """),
+    _entry("BT0431", "a name the generated code cannot use", (KERNEL_CHECK,), """
+        A kernel or a kernel module has a name that the PTX entry, the C
+        header or the C++ header cannot carry: a name that is not ASCII, a
+        module named `buildtile` or `std` (they would hide the C++ namespaces
+        of that name inside the package's) or `_buildtile` (the folder the
+        build writes the package's kernels into), or a kernel named
+        `check_abi` in the package's top-level module (the C++ header
+        declares that function itself).
+        """, """
+        @simt.kernel(block=256)
+        def échelle(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = 2.0 * x[i]
+        """, """
+        @simt.kernel(block=256)
+        def scale(x: Slice[f32], y: DisjointSlice[f32]):
+            i = simt.index_1d()
+            y[i] = 2.0 * x[i]
         """),
     _entry("BT0499", "index is not this thread's own", (KERNEL_CHECK,), """
         A SIMT kernel writes (or reads) a `DisjointSlice` or

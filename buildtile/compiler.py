@@ -32,6 +32,7 @@ from buildtile.interop import manifest as manifest_io
 from buildtile.interop.abi import ABI_VERSION
 from buildtile.interop.driver_compat import min_driver_for, ptx_isa_of
 from buildtile.jobs import Job, Progress, run_jobs
+from buildtile.names import check_kernels, check_module
 from buildtile.plugins import backends as registered_backends
 from buildtile.plugins import emitters as registered_emitters
 from buildtile.plugins import plugin_manager
@@ -123,13 +124,17 @@ def discover(project: Project) -> list[KernelSource]:
             raise ConfigError(
                 f"tool.buildtile.kernels: module `{m.name}` is outside package `{project.package}` "
                 f"(in {project.pyproject})", help="all kernel modules of a project live in one top-level package")
-    return [k for m in modules for k in find_kernels(m, backends, project.root)]
+    sources = [k for m in modules for k in find_kernels(m, backends, project.root)]
+    diags = [d for m in modules for d in check_module(m, backends, project.root)]
+    if diags:
+        raise CompileError(diags)
+    return sources
 
 
 def analyze(sources: list[KernelSource], options: CompileOptions) -> list[AnalyzedKernel]:
     """Run every build-time check; all diagnostics of all kernels are reported together."""
     backends = registered_backends()
-    analyzed, diags = [], []
+    analyzed, diags = [], check_kernels(sources)
     for src in sources:
         try:
             analyzed.append(backends[src.kind].impl.analyze(src, options))
@@ -137,7 +142,6 @@ def analyze(sources: list[KernelSource], options: CompileOptions) -> list[Analyz
             diags.extend(err.diagnostics)
     if diags:
         raise CompileError(diags)
-    _check_unique_symbols(analyzed)
     return analyzed
 
 
@@ -286,12 +290,3 @@ def _write(root: Path, rel: str, data: bytes, kind: str) -> dict:
     path.write_bytes(data)
     return {"kind": kind, "path": rel, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
 
-
-def _check_unique_symbols(kernels: list[AnalyzedKernel]) -> None:
-    seen: dict[str, AnalyzedKernel] = {}
-    for k in kernels:
-        if k.symbol in seen:
-            raise ConfigError(f"two kernels compile to the same entry name `{k.symbol}` "
-                              f"({k.source.module}.{k.source.name} and {seen[k.symbol].source.module}."
-                              f"{seen[k.symbol].source.name})", help="rename one of them")
-        seen[k.symbol] = k

@@ -27,7 +27,7 @@ from test_c_abi import (
 from tile_support import add_1d_ptx, add_tile_kernels, double_2d_ptx, tile_record
 
 from buildtile.errors import BuildtileError, MovedError
-from buildtile.interop.abi import kernel_params
+from buildtile.interop.abi import kernel_params, mangle
 from buildtile.interop.c_abi import emit
 
 pytestmark = pytest.mark.skipif(CC is None, reason="needs a C compiler")
@@ -36,7 +36,20 @@ needs_cxx = pytest.mark.skipif(CXX is None, reason="needs a C++ compiler")
 PKG = support.PACKAGE
 MODULE = "example_kernels.tiles"
 A, B, C = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000
-ADD = "bt_example_kernels_tiles__add"
+
+
+def entry(kernel: str, tail: str = "") -> str:
+    """The PTX entry name of a kernel of MODULE, with a specialization's tail (``add``, ``__t128``)."""
+    return mangle(MODULE, kernel) + tail
+
+
+def entry_of(symbol_tail: str) -> str:
+    """``add__t128`` -> the PTX entry name of that specialization of ``add``."""
+    kernel, _, shape = symbol_tail.partition("__")
+    return entry(kernel, f"__{shape}")
+
+
+ADD = "bt_" + entry("add")
 
 
 def _eq(lhs: dict, rhs: dict) -> dict:
@@ -48,23 +61,22 @@ def _len(param: str) -> dict:
 
 
 def tile_kernels() -> list[dict]:
-    sym = f"{MODULE.replace('.', '_')}__"
     return [
         tile_record(MODULE, "add", [("x", "tensor", "f32", 1), ("y", "tensor", "f32", 1), ("z", "tile_out", "f32", 1)], [
-            dict(tiles={"z": [128]}, block=128, ptx=add_1d_ptx(sym + "add__t128", 128, 128)),
-            dict(tiles={"z": [256]}, block=128, ptx=add_1d_ptx(sym + "add__t256", 256, 128)),
+            dict(tiles={"z": [128]}, block=128, ptx=add_1d_ptx(entry("add", "__t128"), 128, 128)),
+            dict(tiles={"z": [256]}, block=128, ptx=add_1d_ptx(entry("add", "__t256"), 256, 128)),
         ], requires=[("len(x) == len(z)", _eq(_len("x"), _len("z"))), ("len(y) == len(z)", _eq(_len("y"), _len("z")))]),
         tile_record(MODULE, "double2d", [("x", "tensor", "f32", 2), ("z", "tile_out", "f32", 2)], [
-            dict(tiles={"z": [16, 32]}, block=(32, 8), ptx=double_2d_ptx(sym + "double2d__t16x32", (16, 32), (32, 8))),
+            dict(tiles={"z": [16, 32]}, block=(32, 8), ptx=double_2d_ptx(entry("double2d", "__t16x32"), (16, 32), (32, 8))),
         ]),
         tile_record(MODULE, "stats", [("x", "tensor", "f32", 2), ("alpha", "scalar", "f16"),
                                       ("m", "tile_out", "f32", 2), ("s", "tile_out", "f32", 1)], [
             dict(tiles={"m": [8, 8], "s": [8]}, block=64, shared_bytes=64 * 1024,
-                 ptx=add_1d_ptx(sym + "stats__t8x8_8", 8, 64)),
-            dict(tiles={"m": [16, 16], "s": [16]}, block=256, ptx=add_1d_ptx(sym + "stats__t16x16_16", 16, 256)),
+                 ptx=add_1d_ptx(entry("stats", "__t8x8_8"), 8, 64)),
+            dict(tiles={"m": [16, 16], "s": [16]}, block=256, ptx=add_1d_ptx(entry("stats", "__t16x16_16"), 16, 256)),
         ], grid_param="m"),
         tile_record(MODULE, "fill3d", [("v", "tile_out", "f64", 3)], [
-            dict(tiles={"v": [2, 4, 8]}, block=(8, 4, 2), ptx=add_1d_ptx(sym + "fill3d__t2x4x8", 8, 64)),
+            dict(tiles={"v": [2, 4, 8]}, block=(8, 4, 2), ptx=add_1d_ptx(entry("fill3d", "__t2x4x8"), 8, 64)),
         ]),
     ]
 
@@ -106,13 +118,13 @@ class TileShim:
 
     def launcher(self, symbol_tail: str):
         kernel = symbol_tail.partition("__")[0]
-        fn = getattr(self.lib, f"bt_example_kernels_tiles__{symbol_tail}")
+        fn = getattr(self.lib, f"bt_{entry_of(symbol_tail)}")
         fn.argtypes = [ctypes.POINTER(LaunchConfig), *self._types(self.records[kernel])]
         fn.restype = ctypes.c_int
         return lambda cfg, *args: fn(_ref(cfg), *map(_ref, args))
 
     def tiled(self, kernel: str):
-        fn = getattr(self.lib, f"bt_example_kernels_tiles__{kernel}_tiled")
+        fn = getattr(self.lib, f"bt_{entry(kernel)}_tiled")
         fn.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.POINTER(ctypes.c_int64), *self._types(self.records[kernel])]
         fn.restype = ctypes.c_int
 
@@ -189,13 +201,13 @@ def param(state, i: int, size: int = 8) -> int:
 def test_every_specialization_and_the_dispatcher_are_exported(shim_path):
     nm = run(["nm", "-D", "--defined-only", shim_path]).stdout
     exported = {line.split()[-1] for line in nm.splitlines() if " T " in line}
-    tile = {name for name in exported if "_tiles__" in name}
+    tile = {name for name in exported if name.startswith("bt_" + mangle(MODULE, "")[:-1])}
     assert tile == {f"{ADD}__t128", f"{ADD}__t256", f"{ADD}_tiled",
-                    "bt_example_kernels_tiles__double2d__t16x32", "bt_example_kernels_tiles__double2d_tiled",
-                    "bt_example_kernels_tiles__stats__t8x8_8", "bt_example_kernels_tiles__stats__t16x16_16",
-                    "bt_example_kernels_tiles__stats_tiled",
-                    "bt_example_kernels_tiles__fill3d__t2x4x8", "bt_example_kernels_tiles__fill3d_tiled"}
-    assert "bt_example_kernels_ops__vecadd" in exported  # SIMT kernels beside them
+                    f"bt_{entry('double2d', '__t16x32')}", f"bt_{entry('double2d')}_tiled",
+                    f"bt_{entry('stats', '__t8x8_8')}", f"bt_{entry('stats', '__t16x16_16')}",
+                    f"bt_{entry('stats')}_tiled",
+                    f"bt_{entry('fill3d', '__t2x4x8')}", f"bt_{entry('fill3d')}_tiled"}
+    assert "bt_example_kernels_ops__vecadd" in exported  # SIMT kernels beside them (hand-made records)
 
 
 def test_the_c_header_declares_the_launchers_and_tile_extents(package):
@@ -204,7 +216,7 @@ def test_the_c_header_declares_the_launchers_and_tile_extents(package):
     assert (f"BUILDTILE_API int {ADD}_tiled(const bt_launch_config* cfg, const int64_t* tile_shape, "
             "const DLTensor* x, const DLTensor* y, const DLTensor* z);") in header
     assert f"BUILDTILE_API int {ADD}__t256(const bt_launch_config* cfg, const DLTensor* x" in header
-    assert "#define BT_EXAMPLE_KERNELS_TILES__STATS_TILE_EXTENTS 3" in header
+    assert f"#define BT_{entry('stats').upper()}_TILE_EXTENTS 3" in header
     assert "compiled for tile shapes (128,), (256,)" in header
 
 
@@ -359,7 +371,7 @@ def test_the_dispatcher_launches_the_matching_specialization_over_every_tile(fak
     expect_params(state, record)
     x, y, z = vectors(1000)
     assert shim.tiled("add")(tile_config(stream=0x55), [tile], x, y, z) == 0, shim.last_error
-    assert state.function.decode() == f"example_kernels_tiles__{symbol}"
+    assert state.function.decode() == entry_of(symbol)
     assert (tuple(state.grid), tuple(state.block), state.shared) == ((grid, 1, 1), (128, 1, 1), 0)
     assert state.stream == 0x55
     assert [param(state, i) for i in range(9)] == [A, 1000, 1, B, 1000, 1, C, 1000, 1]

@@ -47,7 +47,7 @@ from test_c_abi import CC, CXX, WARNINGS, DLTensor, FakeState, LaunchConfig, con
 from tile_support import add_1d_ptx, add_tile_kernels, tile_record
 
 from buildtile.errors import BuildtileError
-from buildtile.interop.abi import DTYPES, PARAM_KINDS
+from buildtile.interop.abi import DTYPES, PARAM_KINDS, mangle
 from buildtile.interop.c_abi import emit
 
 __all__ = ["fake_driver_path"]  # a fixture of tests/test_c_abi.py, used here (module scope: compiled once)
@@ -62,7 +62,7 @@ OPS, TILES = f"{PACKAGE}.ops", f"{PACKAGE}.tiles"
 
 def _simt(name: str, params: list[tuple], block, index_dims: int, requires=(), coarsen: int = 1) -> dict:
     return {
-        "name": name, "module": OPS, "symbol": f"{OPS.replace('.', '_')}__{name}", "kind": "simt",
+        "name": name, "module": OPS, "symbol": mangle(OPS, name), "kind": "simt",
         "source": {"file": f"{PACKAGE}/ops.py", "line": 1},
         "params": [{"name": p[0], "kind": p[1], "dtype": p[2], "rank": p[3] if len(p) > 3 else int(p[1] != "scalar"),
                     "role": PARAM_KINDS[p[1]]} for p in params],
@@ -85,13 +85,13 @@ SIMT_KERNELS = [
 #: the Tile kernels (the images are stand-ins: nothing runs them)
 TILE_KERNELS = [
     tile_record(TILES, "add", [("x", "tensor", "f32", 1), ("y", "tensor", "f32", 1), ("z", "tile_out", "f32", 1)], [
-        {"tiles": {"z": [128]}, "block": 128, "ptx": add_1d_ptx("btconformance_tiles__add__t128", 128, 128)},
-        {"tiles": {"z": [256]}, "block": 128, "ptx": add_1d_ptx("btconformance_tiles__add__t256", 256, 128)},
+        {"tiles": {"z": [128]}, "block": 128, "ptx": add_1d_ptx(mangle(TILES, "add") + "__t128", 128, 128)},
+        {"tiles": {"z": [256]}, "block": 128, "ptx": add_1d_ptx(mangle(TILES, "add") + "__t256", 256, 128)},
     ], requires=[(text, requires_tree(text)["expr"]) for text in ("x.shape[0] == z.shape[0]",
                                                                    "y.shape[0] == z.shape[0]")]),
     tile_record(TILES, "row_sum", [("x", "tensor", "f32", 2), ("z", "tile_out", "f32", 1)], [
-        {"tiles": {"z": [64]}, "block": 256, "ptx": add_1d_ptx("btconformance_tiles__row_sum__t64", 64, 256)},
-        {"tiles": {"z": [16]}, "block": 256, "ptx": add_1d_ptx("btconformance_tiles__row_sum__t16", 16, 256)},
+        {"tiles": {"z": [64]}, "block": 256, "ptx": add_1d_ptx(mangle(TILES, "row_sum") + "__t64", 64, 256)},
+        {"tiles": {"z": [16]}, "block": 256, "ptx": add_1d_ptx(mangle(TILES, "row_sum") + "__t16", 16, 256)},
     ], requires=[("x.shape[0] == z.shape[0]", requires_tree("x.shape[0] == z.shape[0]")["expr"])]),
 ]
 
@@ -455,7 +455,7 @@ def c_call(row: Row, host, manifest: dict) -> tuple[str | None, str, int]:
     made: dict = {}
     values: list = []
     types: list = [ctypes.POINTER(LaunchConfig)]
-    symbol = "bt_" + module.replace(".", "_") + "__" + row.name
+    symbol = "bt_" + mangle(module, row.name)
     if row.is_tile:
         symbol += "_tiled"
         tiles = [n for a in row.args if isinstance(a, Out) for n in a.tile]

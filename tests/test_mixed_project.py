@@ -29,6 +29,7 @@ from buildtile.config import load_project
 from buildtile.errors import ConfigError
 from buildtile.hooks.skbuild_settings import KERNELS_DIR_DEFINE, scikit_build_settings
 from buildtile.hooks.staging import StagedKernels, stage_kernels
+from buildtile.interop.abi import mangle
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "vecadd_project"
@@ -355,7 +356,7 @@ def test_example_wheel_has_the_extension_and_the_kernels_c_abi(example_wheel):
             "example_mixed/__init__.py", "example_mixed/kernels.py"} <= names
     for kernel in ("saxpy", "scale"):
         for target in ("sm_80", "sm_90"):
-            assert f"{artifacts}/kernels/example_mixed_kernels__{kernel}.{target}.cubin" in names
+            assert f"{artifacts}/kernels/{mangle('example_mixed.kernels', kernel)}.{target}.cubin" in names
 
 
 def test_example_extension_finds_the_kernels_library_next_to_it(unpacked_example):

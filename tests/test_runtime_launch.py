@@ -13,6 +13,7 @@ from buildtile.errors import (
     NoImageError,
     TypeMismatchError,
 )
+from buildtile.interop.abi import mangle
 from buildtile.runtime.kernel import Kernel
 from buildtile.runtime.launch import PreparedLaunch
 
@@ -40,7 +41,7 @@ def test_decorator_returns_a_kernel_handle_that_reads_like_the_function(ops):
 def test_import_reads_nothing_and_first_use_reads_the_manifest(ops):
     assert ops.vecadd._signature is None
     assert ops.vecadd.signature.name == "vecadd"
-    assert ops.vecadd.record["symbol"].endswith("__vecadd")
+    assert ops.vecadd.record["symbol"] == mangle(ops.__name__, "vecadd")
 
 
 def test_calling_a_kernel_without_a_grid_is_explained(ops, fake_gpu):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from buildtile.cli import main
+from buildtile.interop.abi import mangle
 
 OPS = textwrap.dedent("""
     from buildtile import simt
@@ -106,7 +107,7 @@ def test_emit_of_an_unknown_stage_is_a_clean_error(project, capsys):
 def test_inspect_prints_the_ptx_of_one_kernel_for_one_target(project, capsys):
     assert main(["inspect", "--stage", "ptx", "axpy", "--target", "sm_90", str(project)]) == 0
     out = capsys.readouterr().out
-    assert ".visible .entry stagepkg_ops__axpy(" in out and ".target sm_90" in out
+    assert f".visible .entry {mangle('stagepkg.ops', 'axpy')}(" in out and ".target sm_90" in out
 
 
 def test_inspect_defaults_to_the_oldest_target(project, capsys):
@@ -121,7 +122,7 @@ def test_inspect_prints_every_specialization_or_the_one_named(project, capsys):
     assert "==> stagepkg.tiles.double.t256 <==" in out and "==> stagepkg.tiles.double.t1024 <==" in out
     assert main(["inspect", "--stage", "llvm", "double.t1024", str(project)]) == 0
     out = capsys.readouterr().out
-    assert out.count("define ") == 1 and '@"stagepkg_tiles__double__t1024"' in out and "==>" not in out
+    assert out.count("define ") == 1 and f'@"{mangle("stagepkg.tiles", "double")}__t1024"' in out and "==>" not in out
 
 
 def test_inspect_typed_ir_names_the_params(project, capsys):

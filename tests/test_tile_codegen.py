@@ -17,6 +17,7 @@ import pytest
 from buildtile.backend import CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
 from buildtile.errors import CompileError
+from buildtile.interop.abi import mangle
 from buildtile.plugins import backends
 from buildtile.toolchain.nvjitlink import ptx_to_cubin
 from buildtile.toolchain.ptx import llvm_to_ptx
@@ -54,7 +55,7 @@ def test_the_example_module_has_every_kernel_of_the_issue():
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("name,spec", SPECS, ids=[s.symbol.split("__", 1)[1] for _, s in SPECS])
+@pytest.mark.parametrize("name,spec", SPECS, ids=[f"{name}__{s.label}" for name, s in SPECS])
 def test_example_specialization_links_to_cubin(name, spec, target):
     ptx = ptx_of(name, spec.symbol, target)
     assert f".target {target}" in ptx
@@ -161,15 +162,16 @@ def test_the_kernel_function_takes_the_abi_parameters_in_order():
 def test_tile_entries_carry_their_manifest_records():
     kernel = KERNELS["add"]
     entries = IMPL.entries(kernel, OPTIONS)
+    add = mangle("example_kernels.tiles", "add")
     assert kernel.grid_param == "z"
     assert [e.specialization for e in entries] == [
-        {"tile_shapes": {"z": [1024]}, "symbol": "example_kernels_tiles__add__t1024", "block": [128, 1, 1],
+        {"tile_shapes": {"z": [1024]}, "symbol": f"{add}__t1024", "block": [128, 1, 1],
          "shared_bytes": 0},
-        {"tile_shapes": {"z": [4096]}, "symbol": "example_kernels_tiles__add__t4096", "block": [256, 1, 1],
+        {"tile_shapes": {"z": [4096]}, "symbol": f"{add}__t4096", "block": [256, 1, 1],
          "shared_bytes": 0},
     ]
     assert [e.label for e in entries] == ["t1024", "t4096"]
-    assert kernel.symbol == "example_kernels_tiles__add__t1024"
+    assert kernel.symbol == f"{add}__t1024"
     assert kernel.contract["block"] is None
     assert kernel.contract["requires"][0]["text"] == "x.shape[0] == z.shape[0]"
 

@@ -160,7 +160,7 @@ def test_the_partition_tile_shape_picks_the_specialization(tiles, fake_gpu):
     x, y, z = vectors(fake_gpu)
     tiles.add(x, y, partition(z, [256])).sync_on(None)
     record = fake_gpu.launches[-1]
-    assert record.symbol.endswith("__add__t256")
+    assert record.symbol.endswith("3add__t256")
     assert (record.grid, record.block) == ((4, 1, 1), (256, 1, 1))
 
 
@@ -250,7 +250,7 @@ def test_a_newer_gpu_jit_compiles_the_specializations_ptx(tiles, fake_gpu):
     fake_gpu.capabilities[0] = (12, 0)
     tiles.add(*vectors(fake_gpu)[:2], partition(fake_gpu.array(1000), [256])).sync_on(0)
     _, image = fake_gpu.loaded_images[0]
-    assert image.startswith(b"// fake PTX of ") and b"__add__t256" in image
+    assert image.startswith(b"// fake PTX of ") and b"3add__t256" in image
 
 
 def test_no_usable_image_is_refused_at_the_call_before_anything_moves(tiles, fake_gpu):

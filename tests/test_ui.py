@@ -17,6 +17,7 @@ from buildtile.backend import CompileOptions
 from buildtile.check import check_file
 from buildtile.diagnostics import render_all
 from buildtile.discovery import KernelModule, find_kernels
+from buildtile.interop.abi import mangle
 from buildtile.plugins import backends
 from buildtile.toolchain.nvjitlink import ptx_to_cubin
 from ui_corpus import (
@@ -71,5 +72,5 @@ def test_must_pass_kernel_checks_clean_and_lowers(path, target):
         kernel = impl.analyze(src, options)
         assert_defines_kernel(impl.llvm_ir(kernel, options), kernel.symbol)
         ptx = impl.to_ptx(kernel, target, options)
-        assert f".target {target}" in ptx and f".entry {path.stem}__{src.name}(" in ptx
+        assert f".target {target}" in ptx and f".entry {mangle(path.stem, src.name)}(" in ptx
         assert ptx_to_cubin(ptx, target)[:4] == b"\x7fELF"

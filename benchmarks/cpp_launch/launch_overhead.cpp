@@ -106,8 +106,9 @@ std::pair<double, double> median_us_per_launch(F&& first, G&& second, int batche
 
 int main(int argc, char** argv)
 {
-    if (argc != 3) {
-        std::fprintf(stderr, "usage: %s VECADD_CUBIN COARSEN   (both from the kernel's manifest record)\n", argv[0]);
+    if (argc != 4) {
+        std::fprintf(stderr, "usage: %s VECADD_CUBIN COARSEN SYMBOL   (all from the kernel's manifest record)\n",
+                     argv[0]);
         return 2;
     }
     const long coarsen = std::strtol(argv[2], nullptr, 10);
@@ -143,7 +144,7 @@ int main(int argc, char** argv)
     CUmodule module;
     CUfunction fn;
     check(cuModuleLoadData(&module, image.data()), "cuModuleLoadData");
-    check(cuModuleGetFunction(&fn, module, "example_kernels_ops__vecadd"), "cuModuleGetFunction");
+    check(cuModuleGetFunction(&fn, module, argv[3]), "cuModuleGetFunction");
     // the same parameters as ABI v1 gives them: pointer + length per slice, and, when the
     // kernel is coarsened, the logical grid last
     const std::int64_t blocks = (n + 255) / 256;

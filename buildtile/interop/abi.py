@@ -121,5 +121,12 @@ def launch_extras(contract: dict, grid_x: int) -> tuple[int, list[int]]:
 
 
 def mangle(module: str, name: str) -> str:
-    """The PTX entry name of a kernel: ``<module with dots as _>__<name>``."""
-    return module.replace(".", "_") + "__" + name
+    """The PTX entry name of a kernel: ``k``, then each dotted part of the module and the
+    kernel's name, each prefixed by its length (``pkg.ops`` / ``scale`` -> ``k3pkg3ops5scale``).
+
+    The lengths make the mapping injective (``pkg.a_b`` and ``pkg.a.b`` differ, as do
+    ``a.b__c`` and ``a__b.c``), every part is kept verbatim for readability, and the result
+    is a C and PTX identifier: a letter, then the parts' ASCII letters, digits and ``_``.
+    A suffix starting with ``_`` (a tile specialization's ``__t128``) cannot be mistaken
+    for part of a name, since the last length says where the name ends."""
+    return "k" + "".join(f"{len(part)}{part}" for part in [*module.split("."), name])

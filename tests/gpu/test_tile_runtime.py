@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from buildtile.errors import AliasingError, ContractError, MovedError
+from buildtile.interop.abi import mangle
 
 pytestmark = pytest.mark.gpu
 TESTS = Path(__file__).parents[1]
@@ -307,8 +308,8 @@ def test_c_tile_launchers_compute_the_grid_and_match_numpy(tmp_path):
                     "-ldl", "-lpthread"], check=True)
     lib = ctypes.CDLL(str(library))
     lib.example_kernels_last_error.restype = ctypes.c_char_p
-    add_tiled = lib.bt_example_kernels_tiles__add_tiled
-    reverse = lib.bt_example_kernels_tiles__reverse__t128
+    add_tiled = getattr(lib, f"bt_{mangle('example_kernels.tiles', 'add')}_tiled")
+    reverse = getattr(lib, f"bt_{mangle('example_kernels.tiles', 'reverse')}__t128")
     cfg = _Config((ctypes.c_uint32 * 3)(0, 0, 0), 0, None)
 
     for n, tile in [(1, 128), (129, 128), (1000, 256), (100_003, 256)]:
