@@ -159,7 +159,7 @@ def layout_problem(ptr: int, shape: Sequence[int], strides: Sequence[int], items
             else:
                 high += span
         if low * itemsize < -_INT64_MAX or (high + 1) * itemsize > _INT64_MAX \
-                or ptr + low * itemsize < 0 or ptr + (high + 1) * itemsize > _ADDRESS_END:
+                or ptr + low * itemsize < 0 or ptr + (high + 1) * itemsize >= _ADDRESS_END:
             return "it spans more memory than int64 counts"
     return None
 

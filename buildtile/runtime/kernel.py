@@ -89,7 +89,8 @@ class Kernel(ManifestBound):
         is checked now instead of at the first launch on that device.
         """
         self._check_kind()
-        prepared = prepare_launch(self._launch_class, self, grid, block)
+        launch_class = self._launch_class_of_signature()
+        prepared = prepare_launch(launch_class, self, grid, block)
         if device is not None:
             self.function_for(device)
         return prepared
@@ -102,7 +103,8 @@ class Kernel(ManifestBound):
         This is the only way to launch a kernel that declares no block shape.
         """
         self._check_kind()
-        prepare_unsafe_launch(self._launch_class, self, grid, block, shared_mem)(*args, stream=stream)
+        launch_class = self._launch_class_of_signature()
+        prepare_unsafe_launch(launch_class, self, grid, block, shared_mem)(*args, stream=stream)
 
     def __call__(self, *args, **kwargs):
         name = self.__name__
@@ -131,6 +133,10 @@ class Kernel(ManifestBound):
             raise ContractError(f"grid_for() extents must not be negative, got {extents}")
         along_xyz = tuple(reversed(sizes))
         return tuple(max(1, -(-n // b)) for n, b in zip(along_xyz, block))
+
+    def _launch_class_of_signature(self) -> type[PreparedLaunch]:
+        """The launch class, decided when the signature is compiled (on first use)."""
+        return self._launch_class if self.signature is not None else PreparedLaunch
 
     def _check_kind(self) -> None:
         if self.kind != "simt":

@@ -3,7 +3,8 @@
 Accepted: ``None``; anything with ``__cuda_stream__`` (returns ``(version,
 handle)``, the protocol cuda.core, PyTorch and CuPy implement); a
 ``torch.cuda.Stream`` (``.cuda_stream``); a CuPy stream (``.ptr``); a
-cuda.bindings ``CUstream`` or ``cudaStream_t``; a raw integer handle.
+cuda.bindings ``CUstream`` or ``cudaStream_t``; a raw integer handle (an
+``int``, or any integer ``operator.index`` takes but a bool), from 0 to 2**64 - 1.
 
 With ``stream=None`` the launch follows the framework of its arguments, as
 their users expect: the current PyTorch stream of the first tensor's device
@@ -128,8 +129,8 @@ def stream_handle(stream: object, args=()) -> int:
             return _checked_handle(int(stream), stream)
         except (TypeError, ValueError):
             pass
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        return _checked_handle(int(stream), stream)
+    if not isinstance(stream, bool) and hasattr(type(stream), "__index__"):  # an int subclass, NumPy's integers
+        return _checked_handle(stream, stream)
     raise TypeMismatchError(
         f"mismatched types: `stream=` does not accept {type(stream).__module__}.{type(stream).__qualname__}",
         help="pass an object with __cuda_stream__, a torch.cuda.Stream, a cupy.cuda.Stream, "
