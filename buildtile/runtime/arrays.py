@@ -136,31 +136,30 @@ _INT64_MAX, _ADDRESS_END = 2**63 - 1, 2**64
 def layout_problem(ptr: int, shape: Sequence[int], strides: Sequence[int], itemsize: int) -> str | None:
     """What makes an array of ``shape`` and element ``strides`` at ``ptr`` impossible to pass to a
     kernel, in words; None when nothing does. The kernel ABI holds extents and strides as int64
-    and the kernel computes byte offsets in 64 bits, so everything must fit those."""
+    and the kernel computes byte offsets in 64 bits, so everything must fit those; the first
+    element must be aligned for its type. (One pass: this runs for every view.)"""
     if not 0 <= ptr < _ADDRESS_END:
         return f"its data pointer {ptr:#x} is not a 64-bit address"
     count = 1
-    for extent in shape:
+    low = high = 0
+    for extent, stride in zip(shape, strides):
         if extent < 0:
             return "a negative extent"
+        if not -_INT64_MAX <= stride <= _INT64_MAX:
+            return "a stride that int64 cannot hold"
         count *= extent
+        span = (extent - 1) * stride
+        if span < 0:
+            low += span
+        else:
+            high += span
     if count > _INT64_MAX:
         return "more elements than int64 counts"
-    if any(not -_INT64_MAX <= stride <= _INT64_MAX for stride in strides):
-        return "a stride that int64 cannot hold"
-    if itemsize > 1 and ptr % itemsize:
+    if ptr % itemsize:
         return f"its first element at {ptr:#x} is not aligned to {itemsize} bytes"
-    if count:
-        low = high = 0
-        for extent, stride in zip(shape, strides):
-            span = (extent - 1) * stride
-            if span < 0:
-                low += span
-            else:
-                high += span
-        if low * itemsize < -_INT64_MAX or (high + 1) * itemsize > _INT64_MAX \
-                or ptr + low * itemsize < 0 or ptr + (high + 1) * itemsize >= _ADDRESS_END:
-            return "it spans more memory than int64 counts"
+    if count and ((high + 1) * itemsize > _INT64_MAX or low * itemsize < -_INT64_MAX
+                  or not 0 <= ptr + low * itemsize < ptr + (high + 1) * itemsize < _ADDRESS_END):
+        return "it spans more memory than int64 counts"
     return None
 
 
