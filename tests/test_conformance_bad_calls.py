@@ -263,6 +263,10 @@ ROWS = [
         ("`a`", "not aligned to 4 bytes")),
     Row("misaligned atomic output", "histogram", (vec("v", 16, dtype="i32"), vec("h", 16, dtype="u32", misalign=2)),
         "BT0308", ("`bins`", "not aligned to 4 bytes")),
+    # a Tile entry picks its vector accesses at run time, from the pointers' alignment: one that is
+    # only aligned for its element takes the element-wise path compiled beside them, so it launches
+    Row("ok: tile add, views 4 bytes past 16-byte alignment", "tiles.add",
+        (vec("a", 999, offset=1), vec("b", 999, offset=3), Out(vec("c", 999, offset=1), (128,))), None),
     Row("tile: negative extent", "tiles.add", (A, vec("b", -1000), Out(C, (128,))), "BT0308", ("`y`", "negative extent")),
     Row("tile: misaligned input", "tiles.add", (vec("a", misalign=2), B, Out(C, (128,))), "BT0308",
         ("`x`", "not aligned to 4 bytes")),
