@@ -20,7 +20,7 @@ from collections.abc import Callable
 from buildtile.errors import BuildtileError, ContractError
 from buildtile.runtime.contract import check_compute_capability, dim3, is_plain_config
 from buildtile.runtime.driver import get_driver
-from buildtile.runtime.launch import CheckedPreparedLaunch, PreparedLaunch, prepare_launch, prepare_unsafe_launch
+from buildtile.runtime.launch import PreparedLaunch, prepare_launch, prepare_unsafe_launch
 from buildtile.interop.manifest import KernelRecord
 from buildtile.runtime.package import KernelFunction, ManifestBound, PackageRuntime
 from buildtile.runtime.signature import KernelSignature
@@ -36,7 +36,6 @@ class Kernel(ManifestBound):
         super().__init__(pyfunc, kind)
         self._functions: dict[int, KernelFunction] = {}
         self._configs: dict[object, PreparedLaunch] = {}
-        self._launch_class: type[PreparedLaunch] = PreparedLaunch
         #: (device, function) of the last launch, so the hot path compares one int instead of
         #: a lookup; one tuple, so threads never see a device paired with another's function
         self.hot: tuple[int, KernelFunction | None] = (-1, None)
@@ -44,8 +43,6 @@ class Kernel(ManifestBound):
     # ------------------------------------------------------------------ binding to the manifest
 
     def compile_signature(self, package: PackageRuntime, record: KernelRecord) -> KernelSignature:
-        # decided once: only debug builds look for out-of-range reads before each launch
-        self._launch_class = CheckedPreparedLaunch if package.debug else PreparedLaunch
         return KernelSignature(record)
 
     # ------------------------------------------------------------------ launching
@@ -89,8 +86,7 @@ class Kernel(ManifestBound):
         is checked now instead of at the first launch on that device.
         """
         self._check_kind()
-        launch_class = self._launch_class_of_signature()
-        prepared = prepare_launch(launch_class, self, grid, block)
+        prepared = prepare_launch(self, grid, block)
         if device is not None:
             self.function_for(device)
         return prepared
@@ -103,8 +99,7 @@ class Kernel(ManifestBound):
         This is the only way to launch a kernel that declares no block shape.
         """
         self._check_kind()
-        launch_class = self._launch_class_of_signature()
-        prepare_unsafe_launch(launch_class, self, grid, block, shared_mem)(*args, stream=stream)
+        prepare_unsafe_launch(self, grid, block, shared_mem)(*args, stream=stream)
 
     def __call__(self, *args, **kwargs):
         name = self.__name__
@@ -133,10 +128,6 @@ class Kernel(ManifestBound):
             raise ContractError(f"grid_for() extents must not be negative, got {extents}")
         along_xyz = tuple(reversed(sizes))
         return tuple(max(1, -(-n // b)) for n, b in zip(along_xyz, block))
-
-    def _launch_class_of_signature(self) -> type[PreparedLaunch]:
-        """The launch class, decided when the signature is compiled (on first use)."""
-        return self._launch_class if self.signature is not None else PreparedLaunch
 
     def _check_kind(self) -> None:
         if self.kind != "simt":

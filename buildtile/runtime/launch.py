@@ -47,22 +47,27 @@ _LaunchBase = compiled.FastLaunch if compiled is not None else object
 _CHECKED = object()
 
 
-def prepare_launch(launch_class: type[PreparedLaunch], kernel, grid, block=None) -> PreparedLaunch:
+def prepare_launch(kernel, grid, block=None) -> PreparedLaunch:
     """``kernel.prepare(grid, block)``: the configuration checked against the kernel's contract."""
     signature = kernel.signature
     grid3, block3 = check_launch_config(signature.contract, signature.name, grid, block)
-    return launch_class(_CHECKED, kernel, grid3, block3, signature.contract.dynamic_shared)
+    return _launch_class(kernel)(_CHECKED, kernel, grid3, block3, signature.contract.dynamic_shared)
 
 
-def prepare_unsafe_launch(launch_class: type[PreparedLaunch], kernel, grid, block,
-                          shared_mem: int) -> PreparedLaunch:
+def prepare_unsafe_launch(kernel, grid, block, shared_mem: int) -> PreparedLaunch:
     """``kernel.unsafe_launch``'s configuration, checked against CUDA's limits only."""
     signature = kernel.signature
     grid3, block3 = check_unsafe_config(signature.name, grid, block)
     if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
         raise ContractError(f"shared_mem must be a non-negative int, got {shared_mem!r}")
     shared = max(shared_mem, signature.contract.dynamic_shared)
-    return launch_class(_CHECKED, kernel, grid3, block3, shared, unsafe=True)
+    return _launch_class(kernel)(_CHECKED, kernel, grid3, block3, shared, unsafe=True)
+
+
+def _launch_class(kernel) -> type[PreparedLaunch]:
+    """Only debug builds look for out-of-range reads before each launch (once its signature
+    is compiled, the kernel knows its package)."""
+    return CheckedPreparedLaunch if kernel.package.debug else PreparedLaunch
 
 
 def refuse_keywords(names) -> None:
