@@ -57,7 +57,7 @@ class Kernel(ManifestBound):
             prepared = self._configs.get(config)
         except TypeError:  # unhashable (a list): prepare without caching
             return self._prepare_key(config)
-        if prepared is not None and not is_plain_config(config):
+        if prepared is not None and type(config) is not int and not is_plain_config(config):
             # (1.0,) and (True,) equal (1,): only a key of plain ints may take its launch
             return self._prepare_key(config)
         if prepared is None:
