@@ -51,7 +51,7 @@ def dim3(value, what: str) -> Dim3:
     single = _extent(value)
     if single is not None:
         return (single, 1, 1)
-    if type(value) not in (tuple, list) or not 1 <= len(value) <= 3:
+    if not isinstance(value, (tuple, list)) or not 1 <= len(value) <= 3:
         raise _not_dim3(what, value)
     dims = tuple(_extent(v) for v in value)
     if None in dims:
@@ -61,7 +61,7 @@ def dim3(value, what: str) -> Dim3:
 
 def _extent(value) -> int | None:
     """``value`` as a grid or block extent, or None when it is not an integer (a bool is not)."""
-    if isinstance(value, bool) or isinstance(value, (bytes, str)):
+    if isinstance(value, bool):
         return None
     try:
         return operator.index(value)
