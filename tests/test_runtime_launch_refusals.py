@@ -218,3 +218,35 @@ def test_a_prepared_launch_cannot_be_re_pointed(ops, fake_gpu, name):
     assert getattr(launch, name, None) is before
     launch(a, b, c)
     assert fake_gpu.launches[-1].symbol == fake_gpu.launches[0].symbol
+
+
+@pytest.fixture
+def launch_without_native(monkeypatch):
+    """``runtime/launch.py`` as an install without buildtile's compiled module has it (its
+    prepared launches are called in Python), loaded beside the real one."""
+    import importlib.util
+
+    from buildtile.runtime import launch, native
+
+    monkeypatch.setattr(native, "compiled", None)
+    spec = importlib.util.spec_from_file_location("buildtile_launch_without_native", launch.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.PreparedLaunch.__mro__[1] is object
+    return module
+
+
+def test_without_the_compiled_module_the_same_calls_are_refused(ops, fake_gpu, launch_without_native):
+    a, b, c = vec(fake_gpu)
+    launch = launch_without_native.prepare_launch(ops.vecadd, 4)
+    launch(a, b, c)
+    assert len(fake_gpu.launches) == 1
+    assert "by position" in refused(fake_gpu, TypeMismatchError, "BT0308", launch, a, b, c=c)
+    assert "64 bits" in refused(fake_gpu, TypeMismatchError, "BT0308", launch, a, b, c, stream=2**70)
+    refused(fake_gpu, ContractError, "BT0600", setattr, launch, "kernel", ops.matadd)
+    refused(fake_gpu, ContractError, "BT0600", launch_without_native.PreparedLaunch, ops.vecadd, (4, 1, 1),
+            (256, 1, 1), 0)
+    misaligned = FakeCudaArray(b.ptr + 2, b.shape, b.typestr)
+    assert "not aligned" in refused(fake_gpu, TypeMismatchError, "BT0308", launch, a, misaligned, c)
+    launch(a, b, c, stream=5)
+    assert len(fake_gpu.launches) == 2 and fake_gpu.launches[-1].stream == 5
