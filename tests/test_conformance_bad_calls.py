@@ -21,9 +21,12 @@ row's words, and the launches counted by each fake driver must be 0 for a
 refusal (1 for a control row, which shows the count would see a launch).
 Runs without a GPU; needs a C compiler (and a C++ one for the moved row).
 
-What one host cannot express is left out: a block other than the contract's
-for a kernel that has one (C callers pass no block; the unsafe rows cover
-blocks), a scalar out of its type's range (C scalars are typed). "Host
+What one host cannot express is left out of the table: a block other than
+the contract's for a kernel that has one (C callers pass no block; the
+unsafe rows cover blocks), a scalar out of its type's range (C scalars are
+typed). Calls whose values C's types cannot hold at all (a float grid, a
+stream handle past 64 bits, keyword arguments) are :data:`PYTHON_ONLY`,
+made through the Python host alone. "Host
 pointer" is a NumPy array in Python and a kDLCPU DLTensor in C: both hosts
 take a DLPack producer's word for where its memory is.
 """
@@ -149,7 +152,8 @@ class Arr:
     """An array argument: a view of buffer ``buffer`` (views of one buffer share its memory).
 
     ``offset`` and ``strides`` are in elements (strides None: row-major contiguous); ``host``:
-    the buffer is host memory (Python: a NumPy array; C: a kDLCPU DLTensor over it).
+    the buffer is host memory (Python: a NumPy array; C: a kDLCPU DLTensor over it);
+    ``misalign``: bytes added to the address (less than an element: a misaligned view).
     """
 
     buffer: str
@@ -159,6 +163,7 @@ class Arr:
     strides: tuple | None = None
     device: int = 0
     host: bool = False
+    misalign: int = 0
 
     def extent(self) -> int:
         """Elements of the buffer this view reaches (one past the last)."""
@@ -241,6 +246,32 @@ ROWS = [
     Row("tile: host pointer", "tiles.add", (A, vec("b", host=True), Out(C, (128,))), "BT0308", ("`y`", "host memory")),
     Row("tile: arguments on two devices", "tiles.add", (A, B, Out(vec("c", device=1), (128,))), "BT0308",
         ("`x`", "`z`", "cuda:1")),
+    # BT0308: layouts the kernel ABI cannot hold, pointers misaligned for their element type
+    Row("negative extent, no requires relating it", "histogram", (vec("v", 16, dtype="i32"), vec("h", -16, dtype="u32")),
+        "BT0308", ("`bins`", "negative extent")),
+    Row("negative extent of a tensor", "matadd", (M1, Arr("b", (40, -30)), M3), "BT0308", ("`b`", "negative extent"),
+        grid=(2, 3)),
+    Row("more elements than int64 counts", "matadd", (Arr("a", (2**32, 2**32)), M2, M3), "BT0308",
+        ("`a`", "more elements than int64 counts"), grid=(2, 3)),
+    Row("strides spanning more than int64 counts", "matadd", (Arr("a", (40, 30), strides=(2**62, 1)), M2, M3),
+        "BT0308", ("`a`", "spans more memory than int64 counts"), grid=(2, 3)),
+    Row("misaligned input", "vecadd", (vec("a", misalign=2), B, C), "BT0308", ("`a`", "not aligned to 4 bytes")),
+    Row("misaligned output", "vecadd", (A, B, vec("c", misalign=1)), "BT0308", ("`c`", "not aligned to 4 bytes")),
+    Row("misaligned tensor", "matadd", (M1, M2, mat("c", misalign=3)), "BT0308", ("`c`", "not aligned to 4 bytes"),
+        grid=(2, 3)),
+    Row("misaligned empty slice", "vecadd", (vec("a", 0, misalign=2), vec("b", 0), vec("c", 0)), "BT0308",
+        ("`a`", "not aligned to 4 bytes")),
+    Row("misaligned atomic output", "histogram", (vec("v", 16, dtype="i32"), vec("h", 16, dtype="u32", misalign=2)),
+        "BT0308", ("`bins`", "not aligned to 4 bytes")),
+    # a Tile entry picks its vector accesses at run time, from the pointers' alignment: one that is
+    # only aligned for its element takes the element-wise path compiled beside them, so it launches
+    Row("ok: tile add, views 4 bytes past 16-byte alignment", "tiles.add",
+        (vec("a", 999, offset=1), vec("b", 999, offset=3), Out(vec("c", 999, offset=1), (128,))), None),
+    Row("tile: negative extent", "tiles.add", (A, vec("b", -1000), Out(C, (128,))), "BT0308", ("`y`", "negative extent")),
+    Row("tile: misaligned input", "tiles.add", (vec("a", misalign=2), B, Out(C, (128,))), "BT0308",
+        ("`x`", "not aligned to 4 bytes")),
+    Row("tile: misaligned output", "tiles.add", (A, B, Out(vec("c", misalign=2), (128,))), "BT0308",
+        ("`z`", "not aligned to 4 bytes")),
     # BT0502: an output aliasing another argument
     Row("output is an input (same buffer)", "vecadd", (A, B, A), "BT0502", ("`c`", "`a`")),
     Row("output overlaps an input (views)", "vecadd", (vec("a", offset=500), B, vec("a")), "BT0502", ("`c`", "`a`")),
@@ -314,7 +345,8 @@ class Buffers:
         views = [a.array if isinstance(a, Out) else a for a in row.args if isinstance(a, (Arr, Out))]
         for name in dict.fromkeys(v.buffer for v in views):
             mine = [v for v in views if v.buffer == name]
-            nbytes = max(v.extent() * DTYPES[v.dtype][0] for v in mine) + 64
+            # views whose extents no memory could hold (the refusal rows) get a small buffer
+            nbytes = min(max(max(v.extent() * DTYPES[v.dtype][0] for v in mine), 0), 1 << 16) + 64
             if mine[0].host:
                 host = np.zeros(nbytes, np.uint8)
                 self.keep.append(host)
@@ -323,7 +355,7 @@ class Buffers:
                 self.base[name] = allocate(nbytes, mine[0].device)
 
     def address(self, view: Arr) -> int:
-        return self.base[view.buffer] + view.offset * DTYPES[view.dtype][0]
+        return self.base[view.buffer] + view.offset * DTYPES[view.dtype][0] + view.misalign
 
 
 def _python_array(view: Arr, buffers: Buffers, made: dict):
@@ -576,3 +608,33 @@ def test_the_table_covers_every_kernel_and_refusal_code(package):
     called = {(TILES if r.is_tile else OPS, r.name) for r in ROWS}
     assert called == {(k["module"], k["name"]) for k in manifest["kernels"]}
     assert {r.expect for r in ROWS} >= {"BT0308", "BT0502", "BT0600", "BT0382"}
+
+
+# ----------------------------------------------------------------------------- what only Python can express
+
+#: bad calls whose values the C ABI's types cannot hold: its grid is three uint32_t, its stream a
+#: CUstream pointer, and C has no keyword arguments. The Python host refuses each with the code
+#: a C caller would get for the nearest thing it can write, before anything launches.
+PYTHON_ONLY = [
+    ("float grid", lambda ops, a, b, c: ops.vecadd[(1.0,)](a, b, c), "BT0600", "grid"),
+    ("bool grid", lambda ops, a, b, c: ops.vecadd[(True,)](a, b, c), "BT0600", "grid"),
+    ("bytes grid", lambda ops, a, b, c: ops.vecadd[b"\x04"](a, b, c), "BT0600", "grid"),
+    ("range grid", lambda ops, a, b, c: ops.vecadd[range(4)](a, b, c), "BT0600", "grid"),
+    ("float unsafe block", lambda ops, a, b, c: ops.raw_copy.unsafe_launch(8, (128.0,), a, c), "BT0600", "block"),
+    ("stream handle past 64 bits", lambda ops, a, b, c: ops.vecadd[4](a, b, c, stream=2**70), "BT0308", "64 bits"),
+    ("negative stream handle", lambda ops, a, b, c: ops.vecadd[4](a, b, c, stream=-1), "BT0308", "negative"),
+    ("keyword argument", lambda ops, a, b, c: ops.vecadd[4](a, b, c=c), "BT0308", "by position"),
+]
+
+
+@pytest.mark.parametrize("call, code, words", [pytest.param(*row[1:], id=row[0]) for row in PYTHON_ONLY])
+def test_calls_only_python_can_express_are_refused_before_anything_launches(python_host, call, code, words):
+    driver, ops, _ = python_host
+    a, b, c = (_python_array(v, Buffers(Row("", "vecadd", (v,), None), driver.allocate), {}) for v in (A, B, C))
+    ops.vecadd[(1,)](a, b, c)  # cached: an equal key must not answer for the refused ones
+    driver.calls.clear()
+    driver.launches.clear()
+    with pytest.raises(BuildtileError) as info:
+        call(ops, a, b, c)
+    assert info.value.code == code and str(info.value).startswith(f"error[{code}]: ") and words in str(info.value)
+    assert driver.queued == [] and driver.launches == []

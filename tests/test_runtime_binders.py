@@ -189,6 +189,9 @@ def test_float_scalars_are_packed_on_every_launch(ops, fake_gpu, tensors):
     ("requires", ContractError, "requires `len(b) == len(c)` but len(b) = 9, len(c) = 10"),
     ("null", TypeMismatchError, "its data pointer is null"),
     ("devices", TypeMismatchError, "`a` is on cuda:0, `b` is on cuda:1"),
+    ("misaligned", TypeMismatchError, "parameter `b` of kernel `vecadd` expects Slice[f32], got float32 tensor of "
+                                      "shape (10,) (its first element at"),
+    ("misaligned tensor", TypeMismatchError, "not aligned to 4 bytes"),
 ])
 def test_fast_path_refusals_are_the_general_ones(ops, fake_gpu, tensors, case, error, words):
     fake_gpu.capabilities.append((9, 0))
@@ -213,6 +216,14 @@ def test_fast_path_refusals_are_the_general_ones(ops, fake_gpu, tensors, case, e
         c = FakeTensor(0, (10,))
     elif case == "devices":
         b = FakeTensor(b.ptr, (10,), device=1)
+    elif case == "misaligned":
+        b = FakeTensor(b.ptr + 2, (10,))
+    elif case == "misaligned tensor":
+        m = tensors((3, 5))
+        ops.matadd[1, 1](m, tensors((3, 5)), tensors((3, 5)))
+        text = refused(fake_gpu, error, ops.matadd[1, 1], m, FakeTensor(tensors((3, 5)).ptr + 1, (3, 5)), tensors((3, 5)))
+        assert words in text and "`b`" in text
+        return
     text = refused(fake_gpu, error, ops.vecadd[1], a, b, c)
     assert words in text
 
@@ -375,6 +386,7 @@ def test_cupy_arrays_are_read_from_c(ops, fake_gpu, cupy_arrays):
     ("alias", AliasingError, "cannot borrow `c` as mutable because it is also borrowed as immutable (as `a`)"),
     ("requires", ContractError, "requires `len(b) == len(c)` but len(b) = 9, len(c) = 10"),
     ("devices", TypeMismatchError, "`a` is on cuda:0, `b` is on cuda:1"),
+    ("misaligned", TypeMismatchError, "not aligned to 4 bytes"),
 ])
 def test_cupy_refusals_are_the_general_ones(ops, fake_gpu, cupy_arrays, case, error, words):
     fake_gpu.capabilities.append((9, 0))
@@ -392,6 +404,8 @@ def test_cupy_refusals_are_the_general_ones(ops, fake_gpu, cupy_arrays, case, er
         b = cupy_arrays(9)
     elif case == "devices":
         b = FakeCupyArray(b.data.ptr, (10,), device=1)
+    elif case == "misaligned":
+        b = FakeCupyArray(b.data.ptr + 2, (10,))
     text = refused(fake_gpu, error, ops.vecadd[1], a, b, c)
     assert words in text
     ops.vecadd[1](cupy_arrays(10), cupy_arrays(10), cupy_arrays(10))  # and it launches again

@@ -110,7 +110,12 @@ def test_tensors_and_scalars_pack_as_the_python_way_does(kernels, gpu, python_la
     (lambda k, a, b, c, s: k.vecadd[1](a, b, DeviceArray.zeros(100, "f64")), TypeMismatchError, "BT0308"),
     (lambda k, a, b, c, s: k.vecadd[1](a, b, c, stream=-1), TypeMismatchError, "cannot be negative"),
     (lambda k, a, b, c, s: k.vecadd[1](a, b, c, stream="default"), TypeMismatchError, "does not accept"),
-    (lambda k, a, b, c, s: k.vecadd[1](a, b, c, streams=0), TypeError, "stream="),
+    (lambda k, a, b, c, s: k.vecadd[1](a, b, c, streams=0), TypeMismatchError, "`streams`"),
+    (lambda k, a, b, c, s: k.vecadd[1](a, b, c=c), TypeMismatchError, "by position"),
+    (lambda k, a, b, c, s: k.vecadd[1](a, b, c, stream=2**70), TypeMismatchError, "does not fit 64 bits"),
+    (lambda k, a, b, c, s: k.vecadd[1](a, b, c, stream=2**64), TypeMismatchError, "does not fit 64 bits"),
+    (lambda k, a, b, c, s: k.vecadd[1](a, b, c, stream=1.0), TypeMismatchError, "does not accept"),
+    (lambda k, a, b, c, s: k.vecadd[1](a, b, c, stream=True), TypeMismatchError, "does not accept"),
     (lambda k, a, b, c, s: k.vecadd[1](a, b, DeviceArray.zeros(100, device=1)), TypeMismatchError, "device"),
 ])
 def test_bad_calls_to_an_armed_launch_are_refused_with_nothing_queued(kernels, gpu, bad_call, error, words):

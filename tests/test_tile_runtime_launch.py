@@ -512,3 +512,31 @@ def test_no_warning_for_launches_that_were_enqueued(tiles, fake_gpu):
 
     assert dropped_launch_warnings(enqueued) == []
     assert len(dropped_launch_warnings(dropped)) == 1   # the recorder does see the warning
+
+
+# ----------------------------------------------------------------------------- forging and re-pointing
+
+def test_a_pending_launch_is_made_only_by_calling_its_kernel(tiles, fake_gpu):
+    x, y, z = vectors(fake_gpu)
+    pending = tiles.add(tensor(x), tensor(y), partition(z, [128]))
+    for token in (None, object()):
+        text = refused(fake_gpu, ContractError, PendingLaunch, token, tiles.add, pending._binding, pending._function)
+        assert text.startswith("error[BT0600]: ") and "calling its kernel" in text
+    text = refused(fake_gpu, ContractError, PendingLaunch, tiles.add, pending._binding, pending._function)
+    assert text.startswith("error[BT0600]: ")
+    pending.cancel()
+
+
+@pytest.mark.parametrize("name", ["kernel", "_binding", "_function", "_state", "_lock"])
+def test_a_pending_launch_cannot_be_re_pointed(tiles, fake_gpu, name):
+    x, y, z = vectors(fake_gpu)
+    pending = tiles.add(tensor(x), tensor(y), partition(z, [128]))
+    other = tiles.add(*(tensor(fake_gpu.array(1000)) for _ in range(2)), partition(fake_gpu.array(1000), [256]))
+    before = getattr(pending, name)
+    text = refused(fake_gpu, ContractError, setattr, pending, name, getattr(other, name))
+    assert text.startswith("error[BT0600]: ") and f"`{name}`" in text
+    refused(fake_gpu, ContractError, delattr, pending, name)
+    assert getattr(pending, name) is before
+    pending.sync_on(0)
+    assert fake_gpu.launches[-1].symbol == tiles.add.signature.specializations[0].symbol
+    other.cancel()

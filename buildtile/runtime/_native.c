@@ -394,7 +394,7 @@ PyDoc_STRVAR(read_torch_doc,
     "read_torch(args, tensor_type, getters, plan, last) -> tuple | None | False\n\n"
     "What a generated binder needs of the PyTorch tensors among `args`. `getters` are the\n"
     "descriptors of `tensor_type` named by arrays.TORCH_GETTERS; `plan` has one (position,\n"
-    "torch dtype, rank, is_slice) per array parameter. Returns (device, then per planned\n"
+    "torch dtype, rank, is_slice, alignment mask) per array parameter. Returns (device, then per planned\n"
     "tensor: data pointer and length for a slice, or data pointer, shape and strides); `last`\n"
     "itself when that is what it read (a launch repeating its arguments: the caller may skip\n"
     "what it checked then). False: a planned argument is not exactly a `tensor_type` (the\n"
@@ -422,7 +422,7 @@ static PyObject* read_torch(PyObject* self, PyObject* const* args, Py_ssize_t na
             return NULL;
         }
     }
-    int planned = planned_types_are(arguments, plan, tensor_type, 4, "read_torch");
+    int planned = planned_types_are(arguments, plan, tensor_type, 5, "read_torch");
     if (planned <= 0)
         return planned < 0 ? NULL : Py_NewRef(Py_False);
     return collect_reads(arguments, plan, last, read_one_tensor, getters);
@@ -519,6 +519,9 @@ static int read_one_dltensor(const void* source, PyObject* tensor, PyObject* pla
     if (t.device.device_type != KDL_CUDA || t.dtype.code != code || t.dtype.bits != bits || t.dtype.lanes != 1 ||
         t.ndim != rank || t.device.device_id < 0 || (*device >= 0 && t.device.device_id != *device))
         return 0;
+    for (int axis = 0; axis < t.ndim; ++axis)
+        if (t.shape[axis] < 0)  /* the general path names the negative extent */
+            return 0;
     /* a 1-D view is what a slice asks when its stride is 1 or it has at most one element */
     if (slice && t.strides != NULL && t.shape[0] > 1 && t.strides[0] != 1)
         return 0;
@@ -574,6 +577,14 @@ static PyObject* collect_reads(PyObject* arguments, PyObject* plan, PyObject* la
         int read = read_one(source, tensor, entry, items + used, &device);
         if (read < 0)
             goto done;
+        /* the entry's last item: the alignment mask of its element type (a misaligned first
+           element goes to the general path, which refuses it) */
+        if (read > 0 && (PyLong_AsUnsignedLongLongMask(items[used]) &
+                         PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(entry, PyTuple_GET_SIZE(entry) - 1)))) {
+            for (int j = 0; j < read; ++j)
+                Py_DECREF(items[used + j]);
+            read = 0;
+        }
         if (read == 0) {
             PyErr_Clear();  /* the general path raises whatever deserves raising */
             result = Py_NewRef(Py_None);
@@ -610,7 +621,7 @@ PyDoc_STRVAR(read_dlpack_doc,
     "read_dlpack(args, tensor_type, api, plan, last) -> tuple | None | False\n\n"
     "read_torch(), through the DLPack exchange API of `tensor_type` (the capsule `api`, its\n"
     "__dlpack_c_exchange_api__): one C call per tensor. `plan` has one (position, DLPack dtype\n"
-    "code, dtype bits, rank, is_slice) per array parameter. The result is read_torch()'s (shapes\n"
+    "code, dtype bits, rank, is_slice, alignment mask) per array parameter. The result is read_torch()'s (shapes\n"
     "and strides as tuples of ints).");
 
 static PyObject* read_dlpack(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
@@ -626,7 +637,7 @@ static PyObject* read_dlpack(PyObject* self, PyObject* const* args, Py_ssize_t n
     }
     PyObject *arguments = args[0], *plan = args[3], *last = args[4];
     PyTypeObject* tensor_type = (PyTypeObject*)args[1];
-    int planned = planned_types_are(arguments, plan, tensor_type, 5, "read_dlpack");
+    int planned = planned_types_are(arguments, plan, tensor_type, 6, "read_dlpack");
     if (planned <= 0)
         return planned < 0 ? NULL : Py_NewRef(Py_False);
     return collect_reads(arguments, plan, last, read_one_dltensor, api);
@@ -728,7 +739,7 @@ done:
 PyDoc_STRVAR(read_cupy_doc,
     "read_cupy(args, array_type, plan, last) -> tuple | None | False\n\n"
     "read_torch(), for CuPy arrays: `plan` has one (position, numpy dtype, rank, is_slice,\n"
-    "itemsize) per array parameter; strides come back in elements.");
+    "itemsize, alignment mask) per array parameter; strides come back in elements.");
 
 static PyObject* read_cupy(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
 {
@@ -738,7 +749,7 @@ static PyObject* read_cupy(PyObject* self, PyObject* const* args, Py_ssize_t nar
     }
     if (intern_cupy_names() < 0)
         return NULL;
-    int planned = planned_types_are(args[0], args[2], (PyTypeObject*)args[1], 5, "read_cupy");
+    int planned = planned_types_are(args[0], args[2], (PyTypeObject*)args[1], 6, "read_cupy");
     if (planned <= 0)
         return planned < 0 ? NULL : Py_NewRef(Py_False);
     return collect_reads(args[0], args[2], args[3], read_one_cupy, NULL);
@@ -872,14 +883,24 @@ static PyObject* armed_launch(FastLaunch* self, PyObject* bound, PyObject* strea
     return result;
 }
 
-/* Whether `value` is a plain int that can be a CUstream (not negative). */
+/* Whether `value` is a plain int that can be a CUstream (0 to 2**64 - 1); anything else goes to
+   resolve_stream, which refuses what is no handle. */
 static int is_stream_handle(PyObject* value)
 {
     if (!PyLong_CheckExact(value))
         return 0;
     int overflow = 0;
     long long small = PyLong_AsLongLongAndOverflow(value, &overflow);
-    return overflow > 0 || (overflow == 0 && small >= 0);
+    if (overflow == 0)
+        return small >= 0;
+    if (overflow < 0)
+        return 0;
+    unsigned long long big = PyLong_AsUnsignedLongLong(value);
+    if (big == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
 }
 
 static PyObject* fast_launch_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames)
@@ -890,8 +911,12 @@ static PyObject* fast_launch_call(PyObject* callable, PyObject* const* args, siz
     if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
         if (PyTuple_GET_SIZE(kwnames) != 1 ||
             PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "stream") != 0) {
-            PyErr_Format(PyExc_TypeError,
-                         "a prepared launch takes the kernel's arguments and stream=, got keywords %R", kwnames);
+            /* the Python side raises the refusal (BT0308), before anything is read or queued */
+            PyObject* refused = PyObject_CallMethod(callable, "_refuse_keywords", "(O)", kwnames);
+            if (refused != NULL) {
+                Py_DECREF(refused);
+                PyErr_SetString(PyExc_SystemError, "_refuse_keywords() returned");
+            }
             return NULL;
         }
         stream = args[nargs];
@@ -1043,8 +1068,14 @@ static PyObject* fast_launch_armed(PyObject* object, PyObject* unused)
     return PyBool_FromLong(self->epoch != 0 && self->epoch == launch_epoch);
 }
 
+static PyTypeObject FastLaunchType;
+
 static PyObject* fast_launch_new(PyTypeObject* type, PyObject* args, PyObject* kwargs)
 {
+    if (type == &FastLaunchType) {  /* only a prepared launch, made by kernel.prepare(), is one */
+        PyErr_SetString(PyExc_TypeError, "FastLaunch is the base of a prepared launch: use kernel.prepare()");
+        return NULL;
+    }
     FastLaunch* self = (FastLaunch*)type->tp_alloc(type, 0);
     if (self != NULL)
         self->vectorcall = fast_launch_call;

@@ -27,6 +27,7 @@ one every refusal is explained from.
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Callable, Sequence
 
@@ -87,7 +88,10 @@ class ArrayView:
         self.origin = origin        # "tensor", "array" ... for messages
         self.stream = stream        # producer stream to wait on (CAI v3), if any
         self.read_only = read_only
-        self.problem = problem      # a layout we cannot pass at all (byte strides not in elements)
+        # a layout we cannot pass at all: byte strides not in elements, a negative extent, a span
+        # past what 64-bit addresses reach, a first element misaligned for its type
+        self.problem = problem if problem is not None or memory == HOST else layout_problem(
+            ptr, shape, strides, itemsize)
         self.keepalive = keepalive  # a DLPack capsule that must outlive the launch
         self.location = location    # "on cpu", "in host memory" ... for messages
         # ``lo``/``hi``: the byte interval [lo, hi) the kernel may touch, set when the view
@@ -123,6 +127,40 @@ class ArrayView:
         if self.location:
             text += f" {self.location}"
         return text
+
+
+#: the range of an int64 (extents, strides and offsets of the kernel ABI) and of a 64-bit address
+_INT64_MAX, _ADDRESS_END = 2**63 - 1, 2**64
+
+
+def layout_problem(ptr: int, shape: Sequence[int], strides: Sequence[int], itemsize: int) -> str | None:
+    """What makes an array of ``shape`` and element ``strides`` at ``ptr`` impossible to pass to a
+    kernel, in words; None when nothing does. The kernel ABI holds extents and strides as int64
+    and the kernel computes byte offsets in 64 bits, so everything must fit those; the first
+    element must be aligned for its type. (One pass: this runs for every view.)"""
+    if not 0 <= ptr < _ADDRESS_END:
+        return f"its data pointer {ptr:#x} is not a 64-bit address"
+    count = 1
+    low = high = 0
+    for extent, stride in zip(shape, strides):
+        if extent < 0:
+            return "a negative extent"
+        if not -_INT64_MAX <= stride <= _INT64_MAX:
+            return "a stride that int64 cannot hold"
+        count *= extent
+        span = (extent - 1) * stride
+        if span < 0:
+            low += span
+        else:
+            high += span
+    if count > _INT64_MAX:
+        return "more elements than int64 counts"
+    if ptr % itemsize:
+        return f"its first element at {ptr:#x} is not aligned to {itemsize} bytes"
+    if count and ((high + 1) * itemsize > _INT64_MAX or low * itemsize < -_INT64_MAX
+                  or not 0 <= ptr + low * itemsize < ptr + (high + 1) * itemsize < _ADDRESS_END):
+        return "it spans more memory than int64 counts"
+    return None
 
 
 def overlaps_itself(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
@@ -236,7 +274,8 @@ def view_from_cai(obj: object, cai: dict, origin: str = "array") -> ArrayView:
     """Build a view from a CUDA array interface dict (versions 2 and 3)."""
     try:
         ptr, read_only = cai["data"]
-        shape = tuple(map(int, cai["shape"]))
+        ptr = 0 if ptr is None else _integer(ptr, "data pointer")
+        shape = tuple(_integer(n, "extent") for n in cai["shape"])
         typestr = cai["typestr"]
         byte_strides = cai.get("strides")
     except (KeyError, TypeError, ValueError) as exc:
@@ -251,14 +290,24 @@ def view_from_cai(obj: object, cai: dict, origin: str = "array") -> ArrayView:
     stream = cai.get("stream")
     if stream is not None and not isinstance(stream, int):
         raise ValueError(f"malformed __cuda_array_interface__: stream {stream!r} is not an integer")
-    return ArrayView(obj, int(ptr or 0), shape, strides, dtype, itemsize, None, UNKNOWN, origin,
+    return ArrayView(obj, ptr, shape, strides, dtype, itemsize, None, UNKNOWN, origin,
                      stream, bool(read_only), problem)
+
+
+def _integer(value: object, what: str) -> int:
+    """An integer field of an array description; a float, a bool or a string is malformed."""
+    if isinstance(value, bool):
+        raise ValueError(f"malformed array description: {what} {value!r} is not an integer")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"malformed array description: {what} {value!r} is not an integer") from None
 
 
 def _element_strides(shape, byte_strides, itemsize) -> tuple[tuple[int, ...], str | None]:
     if byte_strides is None:
         return _contiguous_strides(shape), None
-    byte_strides = tuple(int(s) for s in byte_strides)
+    byte_strides = tuple(_integer(s, "stride") for s in byte_strides)
     if len(byte_strides) != len(shape):
         raise ValueError(f"malformed array description: {len(shape)} extents but {len(byte_strides)} strides")
     if any(s % itemsize for s in byte_strides):
@@ -462,12 +511,12 @@ class TorchTensorReader(InlineReader):
             is_slice = p.kind in SLICE_KINDS
             rank = 1 if is_slice else p.rank
             if api is not None:
-                plan.append((p.index, *DLPACK_OF_NAME[p.dtype], rank, is_slice))
+                plan.append((p.index, *DLPACK_OF_NAME[p.dtype], rank, is_slice, ITEMSIZE[p.dtype] - 1))
             else:
                 torch_dtype = self.dtype_object(p.dtype)
                 if torch_dtype is None:
                     return None
-                plan.append((p.index, torch_dtype, rank, is_slice))
+                plan.append((p.index, torch_dtype, rank, is_slice, ITEMSIZE[p.dtype] - 1))
         if api is not None:
             namespace.update(READ=_native.read_dlpack, TENSOR=cls, SOURCE=api, PLAN=tuple(plan))
         else:
@@ -533,7 +582,8 @@ class CupyArrayReader(InlineReader):
             except TypeError:  # bf16: NumPy (so CuPy) has none
                 return None
             is_slice = p.kind in SLICE_KINDS
-            plan.append((p.index, numpy_dtype, 1 if is_slice else p.rank, is_slice, ITEMSIZE[p.dtype]))
+            plan.append((p.index, numpy_dtype, 1 if is_slice else p.rank, is_slice, ITEMSIZE[p.dtype],
+                         ITEMSIZE[p.dtype] - 1))
         namespace.update(READ=_native.read_cupy, ARRAY=cls, PLAN=tuple(plan))
         return _batch_lines("READ(args, ARRAY, PLAN, {last})", params, shortcut)
 

@@ -272,6 +272,8 @@ def generate_fast_binder(sig: BinderSource, types: tuple[type, ...],
     aliased = {p.index for pair in sig.alias_pairs for p in pair}
     for p in arrays:
         k, size = p.index, ITEMSIZE[p.dtype]
+        if size > 1 and not batch:  # a batch reader checks the alignment where it reads the pointer
+            checks += [f"if p{k} & {size - 1}:  # misaligned for its element type", "    return SLOW(args, stream)"]
         if p.kind in SLICE_KINDS:
             checks += [f"if n{k}:", f"    if not p{k}:", "        return SLOW(args, stream)"]
             if k in aliased:

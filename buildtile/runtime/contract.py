@@ -43,24 +43,51 @@ class LaunchContract:
 
 
 def dim3(value, what: str) -> Dim3:
-    """Normalise an int or a sequence of 1-3 ints into an (x, y, z) triple (no range checks)."""
-    if isinstance(value, bool):
-        raise ContractError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
-    try:
-        return (operator.index(value), 1, 1)
-    except TypeError:
-        pass
-    try:
-        items = tuple(value)
-    except TypeError:
-        raise ContractError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}") from None
-    if not 1 <= len(items) <= 3 or any(isinstance(v, bool) for v in items):
-        raise ContractError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
-    try:
-        dims = tuple(operator.index(v) for v in items)
-    except TypeError:
-        raise ContractError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}") from None
+    """Normalise an integer or a tuple/list of 1-3 integers into an (x, y, z) triple (no range checks).
+
+    An integer is anything ``operator.index`` takes except a bool (NumPy's integer scalars
+    count, as in Numba and CuPy); floats, bools, bytes, ranges, strings and None are refused.
+    """
+    single = _extent(value)
+    if single is not None:
+        return (single, 1, 1)
+    if not isinstance(value, (tuple, list)) or not 1 <= len(value) <= 3:
+        raise _not_dim3(what, value)
+    dims = tuple(_extent(v) for v in value)
+    if None in dims:
+        raise _not_dim3(what, value)
     return dims + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+def _extent(value) -> int | None:
+    """``value`` as a grid or block extent, or None when it is not an integer (a bool is not)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:  # NumPy's bool is no integer to operator.index either
+        return None
+
+
+def _not_dim3(what: str, value) -> ContractError:
+    return ContractError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}",
+                         help="floats, bools, bytes and ranges are not launch extents; pass ints")
+
+
+def is_plain_config(config) -> bool:
+    """Whether ``config`` (a ``kernel[...]`` key) is made of exact ``int``s only: a key that a
+    float, a bool or an integer-like object merely equals is not the same configuration."""
+    if type(config) is int:
+        return True
+    if type(config) is not tuple:
+        return False
+    for item in config:
+        if type(item) is tuple:
+            if not all(type(v) is int for v in item):
+                return False
+        elif type(item) is not int:
+            return False
+    return True
 
 
 def _fmt(dims: Dim3) -> str:

@@ -18,14 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from buildtile.errors import BuildtileError, ContractError
-from buildtile.runtime.contract import (
-    check_compute_capability,
-    check_launch_config,
-    check_unsafe_config,
-    dim3,
-)
+from buildtile.runtime.contract import check_compute_capability, dim3, is_plain_config
 from buildtile.runtime.driver import get_driver
-from buildtile.runtime.launch import CheckedPreparedLaunch, PreparedLaunch
+from buildtile.runtime.launch import PreparedLaunch, prepare_launch, prepare_unsafe_launch
 from buildtile.interop.manifest import KernelRecord
 from buildtile.runtime.package import KernelFunction, ManifestBound, PackageRuntime
 from buildtile.runtime.signature import KernelSignature
@@ -41,7 +36,6 @@ class Kernel(ManifestBound):
         super().__init__(pyfunc, kind)
         self._functions: dict[int, KernelFunction] = {}
         self._configs: dict[object, PreparedLaunch] = {}
-        self._launch_class: type[PreparedLaunch] = PreparedLaunch
         #: (device, function) of the last launch, so the hot path compares one int instead of
         #: a lookup; one tuple, so threads never see a device paired with another's function
         self.hot: tuple[int, KernelFunction | None] = (-1, None)
@@ -49,8 +43,6 @@ class Kernel(ManifestBound):
     # ------------------------------------------------------------------ binding to the manifest
 
     def compile_signature(self, package: PackageRuntime, record: KernelRecord) -> KernelSignature:
-        # decided once: only debug builds look for out-of-range reads before each launch
-        self._launch_class = CheckedPreparedLaunch if package.debug else PreparedLaunch
         return KernelSignature(record)
 
     # ------------------------------------------------------------------ launching
@@ -65,8 +57,13 @@ class Kernel(ManifestBound):
             prepared = self._configs.get(config)
         except TypeError:  # unhashable (a list): prepare without caching
             return self._prepare_key(config)
+        if prepared is not None and type(config) is not int and not is_plain_config(config):
+            # (1.0,) and (True,) equal (1,): only a key of plain ints may take its launch
+            return self._prepare_key(config)
         if prepared is None:
             prepared = self._prepare_key(config)
+            if not is_plain_config(config):
+                return prepared
             if len(self._configs) >= _MAX_CACHED_CONFIGS:
                 self._configs.clear()
             self._configs[config] = prepared
@@ -88,10 +85,8 @@ class Kernel(ManifestBound):
         of the contract (``min_compute_capability``, an image for the device)
         is checked now instead of at the first launch on that device.
         """
-        signature = self.signature
         self._check_kind()
-        grid3, block3 = check_launch_config(signature.contract, signature.name, grid, block)
-        prepared = self._launch_class(self, grid3, block3, signature.contract.dynamic_shared)
+        prepared = prepare_launch(self, grid, block)
         if device is not None:
             self.function_for(device)
         return prepared
@@ -103,13 +98,8 @@ class Kernel(ManifestBound):
         the configuration is the caller's responsibility, within CUDA's limits.
         This is the only way to launch a kernel that declares no block shape.
         """
-        signature = self.signature
         self._check_kind()
-        grid3, block3 = check_unsafe_config(signature.name, grid, block)
-        if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
-            raise ContractError(f"shared_mem must be a non-negative int, got {shared_mem!r}")
-        shared = max(shared_mem, signature.contract.dynamic_shared)
-        self._launch_class(self, grid3, block3, shared, unsafe=True)(*args, stream=stream)
+        prepare_unsafe_launch(self, grid, block, shared_mem)(*args, stream=stream)
 
     def __call__(self, *args, **kwargs):
         name = self.__name__

@@ -3,7 +3,8 @@
 Accepted: ``None``; anything with ``__cuda_stream__`` (returns ``(version,
 handle)``, the protocol cuda.core, PyTorch and CuPy implement); a
 ``torch.cuda.Stream`` (``.cuda_stream``); a CuPy stream (``.ptr``); a
-cuda.bindings ``CUstream`` or ``cudaStream_t``; a raw integer handle.
+cuda.bindings ``CUstream`` or ``cudaStream_t``; a raw integer handle (an
+``int``, or any integer ``operator.index`` takes but a bool), from 0 to 2**64 - 1.
 
 With ``stream=None`` the launch follows the framework of its arguments, as
 their users expect: the current PyTorch stream of the first tensor's device
@@ -17,6 +18,7 @@ used) and then reports what a debug build recorded meanwhile.
 
 from __future__ import annotations
 
+import operator
 import sys
 
 from buildtile.errors import TypeMismatchError
@@ -24,6 +26,8 @@ from buildtile.runtime.arrays import exchange_api
 
 #: the legacy default stream
 DEFAULT_STREAM = 0
+#: the largest handle a ``CUstream`` (a 64-bit pointer) can hold
+MAX_STREAM_HANDLE = 2**64 - 1
 
 #: type -> "torch" / "cupy" / None; decided once per argument type
 _FRAMEWORK_OF_TYPE: dict[type, str | None] = {}
@@ -107,33 +111,48 @@ def stream_handle(stream: object, args=()) -> int:
     if stream is None:
         return default_stream(args)
     if type(stream) is int:
-        if stream < 0:
-            raise TypeMismatchError(f"mismatched types: a stream handle cannot be negative, got {stream}")
-        return stream
+        return _checked_handle(stream, stream)
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
         try:
             _version, handle = protocol() if callable(protocol) else protocol
         except Exception as exc:
             raise TypeMismatchError(f"mismatched types: `stream=` {stream!r}: __cuda_stream__ failed: {type(exc).__name__}: {exc}") from None
-        return int(handle)
+        return _checked_handle(handle, stream)
     root = (type(stream).__module__ or "").partition(".")[0]
     if root == "torch" and hasattr(stream, "cuda_stream"):
-        return int(stream.cuda_stream)
+        return _checked_handle(stream.cuda_stream, stream)
     if root == "cupy" and hasattr(stream, "ptr"):
-        return int(stream.ptr)
+        return _checked_handle(stream.ptr, stream)
     if root == "cuda":  # cuda.bindings CUstream / cudaStream_t
         try:
-            return int(stream)
+            return _checked_handle(int(stream), stream)
         except (TypeError, ValueError):
             pass
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream_handle(int(stream))
+    if not isinstance(stream, bool) and hasattr(type(stream), "__index__"):  # an int subclass, NumPy's integers
+        return _checked_handle(stream, stream)
     raise TypeMismatchError(
         f"mismatched types: `stream=` does not accept {type(stream).__module__}.{type(stream).__qualname__}",
         help="pass an object with __cuda_stream__, a torch.cuda.Stream, a cupy.cuda.Stream, "
              "a cuda.bindings CUstream, or a raw integer handle",
     )
+
+
+def _checked_handle(handle: object, stream: object) -> int:
+    """``handle`` (what ``stream`` gave) as a ``CUstream`` value: an integer in [0, 2**64)."""
+    if isinstance(handle, bool):
+        handle = None
+    try:
+        value = operator.index(handle)
+    except TypeError:
+        raise TypeMismatchError(
+            f"mismatched types: `stream=` {stream!r} gave the handle {handle!r}, which is not an integer") from None
+    if value < 0:
+        raise TypeMismatchError(f"mismatched types: a stream handle cannot be negative, got {value}")
+    if value > MAX_STREAM_HANDLE:
+        raise TypeMismatchError(
+            f"mismatched types: a stream handle is a 64-bit pointer, got {value:#x}, which does not fit 64 bits")
+    return value
 
 
 def synchronize(stream: object = None) -> None:

@@ -64,10 +64,14 @@
  *  2. every tensor argument (BT_ERR_MISMATCHED_TYPES): not NULL; on a CUDA
  *     device (kDLCUDA or kDLCUDAManaged); dtype code, bits and lanes (1)
  *     equal to the parameter's; ndim 1 for slices, r for Tensor[T, r];
- *     no negative extent; a slice contiguous (stride 1, or length <= 1);
- *     data + byte_offset aligned to the element size and not NULL unless
- *     empty; a DisjointTensor's strides map no two elements to one
- *     address; all tensor arguments on the same device.
+ *     no negative extent, and an element count int64 holds; a slice
+ *     contiguous (stride 1, or length <= 1); data + byte_offset a 64-bit
+ *     address, aligned to the element size and not NULL unless empty; a
+ *     DisjointTensor's strides map no two elements to one address; the
+ *     bytes the tensor spans counted in int64 and within the 64-bit address
+ *     space; all tensor arguments on the same device. (The element's
+ *     alignment is all a kernel needs: Tile kernels choose their 16-byte
+ *     vector accesses at run time, where the pointers allow them.)
  *  3. ownership (BT_ERR_ALIAS): the bytes a written argument (DisjointSlice,
  *     DisjointTensor, AtomicSlice) may touch overlap no other argument's
  *     bytes. Empty arguments overlap nothing.

@@ -216,8 +216,11 @@ static int bt_byte_range(bt_arg* a, int ndim, int64_t elem, uintptr_t base)
     if (__builtin_mul_overflow(low, elem, &low_bytes) || __builtin_add_overflow(high, 1, &high) ||
         __builtin_mul_overflow(high, elem, &high_bytes))
         return 0;
-    a->lo = base + (uintptr_t)low_bytes;
-    a->hi = base + (uintptr_t)high_bytes;
+    /* and within the address space: lo = base + low_bytes (<= 0) and hi must not wrap */
+    const uintptr_t below = (uintptr_t)0 - (uintptr_t)low_bytes;
+    if (below > base || __builtin_add_overflow(base, (uintptr_t)high_bytes, &a->hi))
+        return 0;
+    a->lo = base - below;
     return 1;
 }
 
@@ -266,7 +269,9 @@ static int bt_check_buffer(const bt_kernel* k, const bt_param_spec* p, const DLT
     }
 
     const int64_t elem = p->bits / 8;
-    const uintptr_t base = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+    uintptr_t base;
+    if (__builtin_add_overflow((uintptr_t)t->data, (uintptr_t)t->byte_offset, &base))
+        return bt_mismatch(k, p, t, "its data pointer plus byte_offset is not a 64-bit address", NULL);
     if (count > 0 && t->data == NULL)
         return bt_mismatch(k, p, t, "its data pointer is null", NULL);
     if (base % (uintptr_t)elem != 0) {

@@ -26,10 +26,7 @@ from buildtile.interop.manifest import KernelRecord, SpecializationRecord
 from buildtile.runtime.contract import check_compute_capability
 from buildtile.runtime.driver import get_driver
 from buildtile.runtime.package import KernelFunction, ManifestBound, PackageRuntime
-from buildtile.runtime.streams import default_stream
-from buildtile.runtime.tile.binding import bind, settle_device
-from buildtile.runtime.tile.handles import MoveSite, arrays_of, move_all
-from buildtile.runtime.tile.launch import PendingLaunch
+from buildtile.runtime.tile.launch import PendingLaunch, checked_launch
 from buildtile.runtime.tile.signature import TileSignature
 
 
@@ -54,18 +51,7 @@ class TileKernel(ManifestBound):
 
     def __call__(self, *args) -> PendingLaunch:
         """Check ``args``, move their handles and return the pending launch (see the module docstring)."""
-        sig = self.signature
-        binding = bind(sig, args, default_stream(arrays_of(args)))
-        driver = get_driver()
-        device = settle_device(sig, binding, driver.pointer_memory)
-        if device is None:  # only empty arrays: the calling thread's device
-            device = driver.current_device()
-        function = self._function_for(binding.specialization, device)
-        names = [p.name for p in sig.params]
-        move_all([(handle, MoveSite.launch(sig.name, p.name, names))
-                  for p, handle in zip(sig.params, binding.handles) if handle is not None],
-                 f"passing it to `{sig.name}`")
-        return PendingLaunch(self, binding, function)
+        return checked_launch(self, args)
 
     def __getitem__(self, config):
         name = self.__name__
@@ -77,7 +63,8 @@ class TileKernel(ManifestBound):
 
     # ------------------------------------------------------------------ per device
 
-    def _function_for(self, spec: SpecializationRecord, device: int) -> KernelFunction:
+    def function_for(self, spec: SpecializationRecord, device: int) -> KernelFunction:
+        """The loaded function of specialization ``spec`` on ``device`` (loaded once)."""
         key = (spec.symbol, device)
         function = self._functions.get(key)
         if function is None:

@@ -30,28 +30,71 @@ from __future__ import annotations
 import threading
 import warnings
 
-from buildtile.errors import MovedError
+from buildtile.errors import ContractError, MovedError
 from buildtile.runtime import bounds
 from buildtile.runtime.driver import get_driver
 from buildtile.runtime.package import KernelFunction
-from buildtile.runtime.streams import stream_handle
-from buildtile.runtime.tile.binding import TileBinding
-from buildtile.runtime.tile.handles import give_back
+from buildtile.runtime.streams import default_stream, stream_handle
+from buildtile.runtime.tile.binding import TileBinding, bind, settle_device
+from buildtile.runtime.tile.handles import MoveSite, arrays_of, give_back, move_all
 
 _PENDING, _LAUNCHED, _CANCELLED = "pending", "launched", "cancelled"
 
+#: what only :func:`checked_launch` passes to the constructor: a pending launch holds arguments
+#: checked against its own kernel, and that kernel's function
+_CHECKED = object()
+
+
+def checked_launch(kernel, args: tuple) -> PendingLaunch:
+    """Check ``args`` against ``kernel``, load the chosen specialization for their device, move
+    their handles and return the pending launch (nothing is moved when a check refuses)."""
+    sig = kernel.signature
+    binding = bind(sig, args, default_stream(arrays_of(args)))
+    driver = get_driver()
+    device = settle_device(sig, binding, driver.pointer_memory)
+    if device is None:  # only empty arrays: the calling thread's device
+        device = driver.current_device()
+    function = kernel.function_for(binding.specialization, device)
+    names = [p.name for p in sig.params]
+    move_all([(handle, MoveSite.launch(sig.name, p.name, names))
+              for p, handle in zip(sig.params, binding.handles) if handle is not None],
+             f"passing it to `{sig.name}`")
+    return PendingLaunch(_CHECKED, kernel, binding, function)
+
 
 class PendingLaunch:
-    """A Tile launch, checked and holding its arguments, not yet queued (see the module docstring)."""
+    """A Tile launch, checked and holding its arguments, not yet queued (see the module docstring).
+
+    Made only by :func:`checked_launch`, and immutable but for its state: its kernel, binding
+    and function belong together, so none of them can be re-pointed.
+    """
 
     __slots__ = ("__weakref__", "_binding", "_function", "_lock", "_state", "kernel")
 
-    def __init__(self, kernel, binding: TileBinding, function: KernelFunction) -> None:
-        self.kernel = kernel
-        self._binding = binding
-        self._function = function
-        self._state = _PENDING
-        self._lock = threading.Lock()
+    def __new__(cls, token: object, *args, **kwargs):
+        if token is not _CHECKED:
+            raise ContractError(
+                "launch contract violated: a pending tile launch is made by calling its kernel, "
+                "which checks the arguments against that kernel",
+                help="call the kernel: `kernel(*args).sync_on(stream)`")
+        return super().__new__(cls)
+
+    def __init__(self, token: object, kernel, binding: TileBinding, function: KernelFunction) -> None:
+        _set = object.__setattr__
+        _set(self, "kernel", kernel)
+        _set(self, "_binding", binding)
+        _set(self, "_function", function)
+        _set(self, "_state", _PENDING)
+        _set(self, "_lock", threading.Lock())
+
+    def __setattr__(self, name: str, value) -> None:
+        raise ContractError(
+            f"launch contract violated: a pending tile launch cannot be changed (`{name}` is fixed when "
+            "its kernel checks the arguments)",
+            help="call the kernel again for another launch")
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -88,7 +131,7 @@ class PendingLaunch:
         """Give the arguments back without launching."""
         with self._lock:
             self._claim("cancelling it")
-            self._state = _CANCELLED
+            _SET_STATE(self, _CANCELLED)
         return self._results()
 
     def _enqueue(self, stream) -> tuple:
@@ -100,7 +143,7 @@ class PendingLaunch:
             handle = stream_handle(stream, binding.args)
             if 0 not in binding.grid:
                 self._queue(handle)
-            self._state = _LAUNCHED
+            _SET_STATE(self, _LAUNCHED)
         return self._results()
 
     def _claim(self, use: str) -> None:
@@ -155,3 +198,7 @@ class PendingLaunch:
                     RuntimeWarning, stacklevel=2)
             except Exception:  # noqa: BLE001, S110 (interpreter shutdown: nothing left to warn)
                 pass
+
+
+#: the launch's state, written past :meth:`PendingLaunch.__setattr__` (its slot's setter)
+_SET_STATE = PendingLaunch._state.__set__
