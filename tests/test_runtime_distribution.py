@@ -145,7 +145,7 @@ RUN_KERNELS = textwrap.dedent("""
     import example_kernels.tiles as tiles
 
     ops.vecadd[4](gpu.array(1000), gpu.array(1000), gpu.array(1000))
-    tiles.add(gpu.array(4096), gpu.array(4096), tile.partition(gpu.array(4096), (1024,)))
+    tiles.add(gpu.array(4096), gpu.array(4096), tile.partition(gpu.array(4096), (1024,))).sync_on(None)
     try:  # a refused call renders its diagnostic
         ops.vecadd[4](gpu.array(1000), gpu.array(999), gpu.array(1000))
     except Exception as exc:
