@@ -191,3 +191,21 @@ def _package_and_module(name: str) -> tuple[str, str]:
         return name, "__init__"
     package, _, module = name.rpartition(".")
     return package, module
+
+
+def test_a_setuptools_kernel_project_requires_the_runtime_too(tmp_path):
+    from test_build_backend import FIXTURE, setuptools_project
+
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project, ignore=shutil.ignore_patterns("build", "dist", "_buildtile"))
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('requires-python = ">=3.10"',
+                                                       'requires-python = ">=3.10"\ndependencies = ["numpy"]'))
+    environment = setuptools_project(project, tmp_path / "site")
+    result = subprocess.run([sys.executable, "-c", "import setuptools; setuptools.setup()", "egg_info"],
+                            cwd=project, capture_output=True, text=True, env=environment, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (requires,) = project.glob("*.egg-info/requires.txt")
+    declared = [Requirement(line) for line in requires.read_text().split()]
+    assert [r.name for r in declared] == ["numpy", RUNTIME_DISTRIBUTION]
+    assert declared[1].specifier == Requirement(runtime_requirement()).specifier
