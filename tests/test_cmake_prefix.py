@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -81,8 +82,6 @@ def test_a_scikit_build_core_project_finds_the_package_with_no_dir_given(site, t
     """))
     pip("wheel", "--no-build-isolation", "--no-deps", "-w", tmp_path / "dist", project, env=env(site))
     (wheel,) = (tmp_path / "dist").glob("consumer-*.whl")
-    import zipfile
-
     with zipfile.ZipFile(wheel) as archive:
         found = archive.read("consumer_data/found.txt").decode()
     assert Path(found) == site / PACKAGE / "_buildtile" / "lib" / f"lib{PACKAGE}_kernels.so"

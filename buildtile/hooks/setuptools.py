@@ -56,19 +56,12 @@ def _egg_info_with_runtime(cmd: Any) -> None:
     Here and not in :func:`finalize_distribution_options`: setuptools applies the
     project's ``dependencies`` after that hook, replacing the list.
     """
-    from buildtile.hooks.wheel_metadata import RUNTIME_DISTRIBUTION, runtime_requirement
+    from buildtile.hooks.wheel_metadata import names_runtime, runtime_requirement
 
     requires = list(cmd.distribution.install_requires or [])
-    if not any(_requirement_name(r) == RUNTIME_DISTRIBUTION for r in requires):
+    if not any(names_runtime(r) for r in requires):
         cmd.distribution.install_requires = [*requires, runtime_requirement()]
     super(type(cmd), cmd).run()
-
-
-def _requirement_name(requirement: str) -> str:
-    import re
-
-    name = re.match(r"\s*([A-Za-z0-9._-]+)", requirement)
-    return re.sub(r"[-_.]+", "-", name.group(1)).lower() if name else ""
 
 
 class BuildKernels(Command):

@@ -29,7 +29,10 @@ from buildtile import __version__
 from buildtile.hooks.manylinux import NotSharedLibrary, platform_tag
 from buildtile.interop.manifest import MANIFEST_DIR
 
-__all__ = ["CMAKE_PREFIX_GROUP", "RUNTIME_DISTRIBUTION", "finish_dist_info", "finish_wheel", "runtime_requirement"]
+__all__ = [
+    "CMAKE_PREFIX_GROUP", "RUNTIME_DISTRIBUTION", "finish_dist_info", "finish_wheel", "names_runtime",
+    "runtime_requirement",
+]
 
 RUNTIME_DISTRIBUTION = "buildtile-runtime"
 #: scikit-build-core's entry point group of CMake prefixes
@@ -103,16 +106,17 @@ def _metadata(text: bytes) -> bytes:
     headers, sep, body = text.partition(b"\n\n")
     lines = headers.split(b"\n")
     requirement_lines = [i for i, line in enumerate(lines) if line.startswith(b"Requires-Dist:")]
-    if any(_names_runtime(lines[i]) for i in requirement_lines):
+    if any(names_runtime(lines[i].decode().split(":", 1)[1]) for i in requirement_lines):
         return text
     at = requirement_lines[-1] + 1 if requirement_lines else len(lines)
     lines.insert(at, f"Requires-Dist: {runtime_requirement()}".encode())
     return b"\n".join(lines) + (sep or b"\n") + body
 
 
-def _names_runtime(line: bytes) -> bool:
-    name = re.match(rb"Requires-Dist:\s*([A-Za-z0-9._-]+)", line)
-    return name is not None and re.sub(rb"[-_.]+", b"-", name.group(1)).lower() == RUNTIME_DISTRIBUTION.encode()
+def names_runtime(requirement: str) -> bool:
+    """True when a requirement (``name[extras] specifier; marker``) is on buildtile-runtime."""
+    name = re.match(r"\s*([A-Za-z0-9._-]+)", requirement)
+    return name is not None and re.sub(r"[-_.]+", "-", name.group(1)).lower() == RUNTIME_DISTRIBUTION
 
 
 def _entry_points(text: bytes, package: str) -> bytes:
