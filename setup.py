@@ -1,10 +1,30 @@
-"""The one compiled piece of buildtile: the launch call of the Python host.
+"""The ``buildtile`` distribution: the compiler, its backends and the build hooks.
 
-Everything else is declared in pyproject.toml. The extension is optional:
-without a C compiler the install goes on, and launches go through
-cuda.bindings instead (see buildtile/runtime/_native.c).
+Everything else is declared in pyproject.toml. What calling prebuilt kernels
+needs is the ``buildtile-runtime`` distribution (``runtime/``), built from the
+same ``buildtile/`` folder; this one leaves out the modules
+``runtime/runtime_files.py`` gives to it and depends on it instead, so no file
+is installed by both.
 """
 
-from setuptools import Extension, setup
+import sys
+from pathlib import Path
 
-setup(ext_modules=[Extension("buildtile.runtime._native", ["buildtile/runtime/_native.c"], optional=True)])
+from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+sys.path.insert(0, str(Path(__file__).parent / "runtime"))
+from runtime_files import in_runtime_package, is_runtime_module  # noqa: E402
+
+
+class BuildCompilerPy(build_py):
+    """The modules of ``buildtile`` minus the runtime's."""
+
+    def find_package_modules(self, package, package_dir):
+        return [m for m in super().find_package_modules(package, package_dir) if not is_runtime_module(m[0], m[1])]
+
+
+setup(
+    packages=[p for p in find_packages(include=["buildtile*"]) if not in_runtime_package(p)],
+    cmdclass={"build_py": BuildCompilerPy},
+)

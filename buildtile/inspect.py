@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from buildtile.errors import BuildtileError
+from buildtile.image_sizes import size_summary
 from buildtile.interop import manifest as manifest_io
 from buildtile.interop.abi import spell_type
 
@@ -56,6 +57,7 @@ def describe(target: str, as_json: bool = False) -> str:
             for key, art in sorted(spec["artifacts"].items()):
                 out.append(f"    {key:<6} {art['kind']:<5} {sizes.get(art['path'], art.get('size', 0)):>8} bytes  "
                            f"sha256 {art['sha256'][:12]}")
+    out += size_summary(data, sizes)
     libs = [n for n in sizes if n.startswith("lib/")]
     if libs:
         out.append("\nC ABI: " + ", ".join(f"{n} ({sizes[n]} bytes)" for n in libs))

@@ -22,8 +22,9 @@ def uv() -> str:
 def test_uv_build_makes_sdist_and_an_identical_wheel_from_it(tmp_path, monkeypatch):
     env = {**os.environ, "SOURCE_DATE_EPOCH": "1700000000", "BUILDTILE_CACHE_DIR": str(tmp_path / "cache")}
     # buildtile itself, as a wheel the isolated build can install
-    subprocess.run([uv(), "build", "--wheel", "-q", "-o", str(tmp_path / "links"), str(ROOT)],
-                   check=True, env=env)
+    for source in (ROOT / "runtime", ROOT):  # buildtile requires buildtile-runtime
+        subprocess.run([uv(), "build", "--wheel", "-q", "-o", str(tmp_path / "links"), str(source)],
+                       check=True, env=env)
     project = tmp_path / "example_project"
     shutil.copytree(ROOT / "example_project", project, ignore=shutil.ignore_patterns("build", "_buildtile"))
     subprocess.run([uv(), "build", "-q", "--find-links", str(tmp_path / "links"), "-o", str(tmp_path / "uv"),

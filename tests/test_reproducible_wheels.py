@@ -28,7 +28,7 @@ def build_twice(project: Path, tmp_path: Path, monkeypatch) -> tuple[str, list[s
 
 @pytest.mark.parametrize("project, tag", [
     (ROOT / "tests/fixtures/vecadd_project", "py3-none-any"),       # cubin and PTX only
-    (ROOT / "example_project", "py3-none-linux_"),                  # with the C shim library: a platform tag
+    (ROOT / "example_project", "py3-none-manylinux_"),              # with the C shim library: its manylinux tag
 ])
 def test_wheel_is_byte_identical_and_tagged_by_content(project, tag, tmp_path, monkeypatch):
     name, digests = build_twice(project, tmp_path, monkeypatch)

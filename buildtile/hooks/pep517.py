@@ -6,7 +6,9 @@ fails its checks stops the build before scikit-build-core writes anything;
 then scikit-build-core packages the wheel with the settings of
 :mod:`buildtile.hooks.skbuild_settings`. A project that builds its own
 CMakeLists.txt (and with it the C ABI shim, through the kernels' entry
-point) has its wheel checked for the shim afterwards.
+point) has its wheel checked for the shim afterwards. Last, the wheel and
+the prepared metadata get what :mod:`buildtile.hooks.wheel_metadata` adds:
+the runtime requirement, the CMake prefix entry point and the manylinux tag.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from buildtile.errors import ConfigError, ToolchainError
 from buildtile.hooks.cmake_entry import ADD_SUBDIRECTORY, kernels_target
 from buildtile.hooks.skbuild_settings import missing_c_abi_library, own_cmake_project, scikit_build_settings
 from buildtile.hooks.staging import StagedKernels, install_in_place, stage_kernels
+from buildtile.hooks.wheel_metadata import finish_dist_info, finish_wheel
 from buildtile.interop.manifest import MANIFEST_DIR
 
 __all__ = ["build_editable", "build_sdist", "build_wheel", "get_requires", "prepare_metadata"]
@@ -42,9 +45,12 @@ def build_wheel(
     staged = _stage_kernels(project)
     settings = scikit_build_settings(project, config_settings, staged)
     with _build_tools_explained(project):
-        wheel_name = skbuild.build_wheel(wheel_directory, settings, metadata_directory)
-    _check_own_cmake_build(project, config_settings, Path(wheel_directory) / wheel_name)
-    return wheel_name
+        # not metadata_directory: that holds buildtile's additions, which scikit-build-core would
+        # take for a mismatch; the wheel gets the same ones below
+        wheel_name = skbuild.build_wheel(wheel_directory, settings, None)
+    wheel = Path(wheel_directory) / wheel_name
+    _check_own_cmake_build(project, config_settings, wheel)
+    return finish_wheel(wheel, project.package, c_abi=project.settings.c_abi.enabled).name
 
 
 def build_editable(
@@ -63,10 +69,12 @@ def build_editable(
     in_place = install_in_place(project, staged)
     settings = scikit_build_settings(project, config_settings, staged, include_artifacts=False)
     with _build_tools_explained(project):
-        wheel_name = skbuild.build_editable(wheel_directory, settings, metadata_directory)
-    _check_own_cmake_build(project, config_settings, Path(wheel_directory) / wheel_name)
-    _extract_package_artifacts(Path(wheel_directory) / wheel_name, project.package, in_place)
-    return wheel_name
+        wheel_name = skbuild.build_editable(wheel_directory, settings, None)  # as in build_wheel
+    wheel = Path(wheel_directory) / wheel_name
+    _check_own_cmake_build(project, config_settings, wheel)
+    _extract_package_artifacts(wheel, project.package, in_place)
+    # an editable wheel is installed where it was built: its tag stays scikit-build-core's
+    return finish_wheel(wheel, project.package, c_abi=project.settings.c_abi.enabled, retag=False).name
 
 
 def build_sdist(sdist_directory: str, config_settings: ConfigSettings) -> str:
@@ -105,7 +113,10 @@ def prepare_metadata(
     prepare = getattr(skbuild, name, None)
     if prepare is not None:
         with _build_tools_explained(project):
-            return prepare(metadata_directory, settings)
+            dist_info = prepare(metadata_directory, settings)
+        finish_dist_info(Path(metadata_directory) / dist_info, project.package,
+                         c_abi=project.settings.c_abi.enabled)
+        return dist_info
     # scikit-build-core leaves this hook out when the metadata can depend on the
     # build's outcome; then the metadata is the built wheel's.
     build = build_editable if editable else build_wheel

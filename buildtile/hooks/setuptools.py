@@ -7,7 +7,9 @@ buildtile is in the project's ``build-system.requires``). It does nothing
 unless ``pyproject.toml`` has a ``[tool.buildtile]`` table; then it adds a
 ``build_buildtile`` step to ``build``, which compiles the kernels and puts
 ``<package>/_buildtile/`` into the build tree (or, for ``pip install -e``,
-next to the sources), exactly as the ``buildtile.build`` backend does.
+next to the sources), exactly as the ``buildtile.build`` backend does. Its
+``egg_info`` step (which writes the metadata of every setuptools wheel)
+adds the requirement on buildtile-runtime, as the backend does too.
 
 The C ABI shim is built with CMake, which only the ``buildtile.build``
 backend drives; with ``c-abi.enabled`` this integration stops with a message
@@ -44,6 +46,22 @@ def finalize_distribution_options(dist: Any) -> None:
         base.__name__, (base,), {"sub_commands": [*base.sub_commands, (COMMAND, None)]}
     )
     dist.cmdclass[COMMAND] = BuildKernels
+    metadata = dist.get_command_class("egg_info")
+    dist.cmdclass["egg_info"] = type(metadata.__name__, (metadata,), {"run": _egg_info_with_runtime})
+
+
+def _egg_info_with_runtime(cmd: Any) -> None:
+    """``egg_info.run`` that first adds buildtile-runtime to the requirements.
+
+    Here and not in :func:`finalize_distribution_options`: setuptools applies the
+    project's ``dependencies`` after that hook, replacing the list.
+    """
+    from buildtile.hooks.wheel_metadata import names_runtime, runtime_requirement
+
+    requires = list(cmd.distribution.install_requires or [])
+    if not any(names_runtime(r) for r in requires):
+        cmd.distribution.install_requires = [*requires, runtime_requirement()]
+    super(type(cmd), cmd).run()
 
 
 class BuildKernels(Command):

@@ -87,17 +87,13 @@ def _built_for(images: tuple[Image, ...]) -> str:
 
 def _module(m: int, images: tuple[Image, ...], entries: list[tuple[str, str]]) -> str:
     names = list(dict.fromkeys(name for _, name in entries))
-    out = [f"/* images of {', '.join(names)} */"]
+    out = [f"/* images of {', '.join(names)} */", "#ifdef BT_IMAGES_FROM_FILES"]
+    out += _images_table(m, images, lambda j, im: f"NULL, {len(im.data)}u")
+    out.append("#else")
     for j, im in enumerate(images):
         out.append(byte_array(f"bt_image_{m}_{j}", im.data, nul_terminate=im.kind == "ptx"))
-    out.append(f"static const bt_image bt_images_{m}[] = {{")
-    for j, im in enumerate(images):
-        kind = "BT_IMAGE_PTX" if im.kind == "ptx" else "BT_IMAGE_CUBIN"
-        out.append(
-            f"    {{{string_literal(im.target)}, {kind}, {im.cc}, {int(im.arch_specific)}, {im.min_driver}, "
-            f"bt_image_{m}_{j}, sizeof bt_image_{m}_{j}}},"
-        )
-    out.append("};")
+    out += _images_table(m, images, lambda j, im: f"bt_image_{m}_{j}, sizeof bt_image_{m}_{j}")
+    out.append("#endif")
     symbols = ", ".join(string_literal(symbol) for symbol, _ in entries)
     out.append(f"static const char* const bt_symbols_{m}[] = {{{symbols}}};")
     out.append(
@@ -105,6 +101,18 @@ def _module(m: int, images: tuple[Image, ...], entries: list[tuple[str, str]]) -
         f"{len(entries)}, {string_literal(_built_for(images))}, NULL}};"
     )
     return "\n".join(out) + "\n"
+
+
+def _images_table(m: int, images: tuple[Image, ...], data) -> list[str]:
+    """``bt_images_<m>``, each entry's bytes spelled by ``data(j, image)``."""
+    out = [f"static const bt_image bt_images_{m}[] = {{"]
+    for j, im in enumerate(images):
+        kind = "BT_IMAGE_PTX" if im.kind == "ptx" else "BT_IMAGE_CUBIN"
+        out.append(
+            f"    {{{string_literal(im.target)}, {kind}, {im.cc}, {int(im.arch_specific)}, {im.min_driver}, "
+            f"{data(j, im)}, {string_literal(im.path)}}},"
+        )
+    return out + ["};"]
 
 
 def _kernel(i: int, kernel: Kernel, module: int, index: int) -> str:

@@ -1,4 +1,4 @@
-"""``python -m <package> --cmake-dir``: where a C/C++ host finds a package's kernels.
+"""``python -m <package> --cmake-prefix``: where a C/C++ host finds a package's kernels.
 
 A package built with ``[tool.buildtile.c-abi]`` supports this with a two-line
 ``__main__.py``::
@@ -8,8 +8,12 @@ A package built with ``[tool.buildtile.c-abi]`` supports this with a two-line
 
 and a CMake host then does::
 
-    cmake -Dexample_kernels_DIR=$(python -m example_kernels --cmake-dir) ...
+    cmake -DCMAKE_PREFIX_PATH="$(python -m example_kernels --cmake-prefix)" ...
     find_package(example_kernels CONFIG REQUIRED)   # example_kernels::kernels
+
+(or ``-Dexample_kernels_DIR=$(python -m example_kernels --cmake-dir)``). A
+scikit-build-core project needs neither: the wheel's ``cmake.prefix`` entry
+point puts the same prefix on its ``CMAKE_PREFIX_PATH``.
 
 The package is located without importing it, so this works where its
 Python dependencies (or a GPU) are missing.
@@ -52,6 +56,12 @@ def buildtile_dir(package: str) -> Path:
     )
 
 
+def cmake_prefix(package: str) -> str:
+    """The prefix under which CMake's search finds ``cmake/<package>Config.cmake``,
+    for ``CMAKE_PREFIX_PATH`` (the folder the wheel's ``cmake.prefix`` entry point names)."""
+    return str(buildtile_dir(package))
+
+
 def cmake_dir(package: str) -> str:
     """The folder holding ``<package>Config.cmake``, for ``-D<package>_DIR=``."""
     return str(buildtile_dir(package) / layout.CMAKE_DIR)
@@ -74,6 +84,8 @@ def package_main(package: str, argv: list[str] | None = None) -> int:
         description=f"Locations of the C/C++ interface of {package}'s GPU kernels.",
     )
     which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--cmake-prefix", action="store_const", const=cmake_prefix, dest="query",
+                       help="prefix that finds the package's CMake config (for CMAKE_PREFIX_PATH)")
     which.add_argument("--cmake-dir", action="store_const", const=cmake_dir, dest="query",
                        help=f"folder of {layout.config_filename(package)} (for -D{package}_DIR=)")
     which.add_argument("--include-dir", action="store_const", const=include_dir, dest="query",

@@ -1,7 +1,7 @@
 """``python -m example_kernels``: run every kernel once and check it against NumPy.
 
 Without a GPU it says so and lists the compiled kernels (targets and image
-sizes, from the package manifest). ``--cmake-dir``, ``--include-dir`` and
+sizes, from the package manifest). ``--cmake-prefix``, ``--cmake-dir``, ``--include-dir`` and
 ``--library`` print where a C/C++ host finds these kernels (see cpp/).
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 from buildtile.interop.abi import spell_type
 
 PACKAGE = "example_kernels"
-C_HOST_FLAGS = ("--cmake-dir", "--include-dir", "--library")
+C_HOST_FLAGS = ("--cmake-prefix", "--cmake-dir", "--include-dir", "--library")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@
  * declared here rather than taken from cuda.h, which a build machine need
  * not have.
  */
+#define _GNU_SOURCE /* dladdr: where this library is, to read its kernel images */
 #include "bt_runtime.h"
 
 #include <dlfcn.h>
@@ -244,6 +245,36 @@ static int bt_device_facts(const bt_kernel* k, bt_CUdevice dev, bt_loaded* e)
     return BT_OK;
 }
 
+/* The bytes of `img`: its embedded copy, or its file read into *owned (the
+ * caller frees it), found from this library's own path: <_buildtile>/lib/. */
+static int bt_image_bytes(const bt_image* img, const char* kernel, unsigned char** owned)
+{
+    *owned = NULL;
+    if (img->data != NULL)
+        return BT_OK;
+    Dl_info self;
+    char path[4096];
+    if (dladdr((const void*)img, &self) == 0 || self.dli_fname == NULL) /* img is this library's data */
+        return bt_fail(BT_ERR_NO_IMAGE, NULL, "cannot locate the library of kernel `%s` to read %s", kernel, img->file);
+    const char* slash = strrchr(self.dli_fname, '/');
+    const int dir = slash == NULL ? 1 : (int)(slash - self.dli_fname);
+    snprintf(path, sizeof path, "%.*s/../%s", dir, slash == NULL ? "." : self.dli_fname, img->file);
+    FILE* f = fopen(path, "rb");
+    unsigned char* data = f == NULL ? NULL : malloc(img->size + 1);
+    const size_t got = data == NULL ? 0 : fread(data, 1, img->size + 1, f);
+    if (f != NULL)
+        fclose(f);
+    if (got != img->size) {
+        free(data);
+        return bt_fail(BT_ERR_NO_IMAGE, "reinstall the package: its kernel images are incomplete",
+                       "the image of kernel `%s` for %s is missing or damaged: %s (expected %zu bytes)",
+                       kernel, img->target, path, img->size);
+    }
+    data[img->size] = '\0'; /* PTX is text */
+    *owned = data;
+    return BT_OK;
+}
+
 /* Load the best image of k's module for device `dev` into the current
  * context: the exact cubin, else PTX (both in the generator's order).
  * Images whose PTX ISA the driver is too old for are passed over; when
@@ -286,7 +317,15 @@ static int bt_load(const bt_kernel* k, bt_CUdevice dev, bt_loaded** out)
             int options[] = {BT_CU_JIT_ERROR_LOG_BUFFER, BT_CU_JIT_ERROR_LOG_BUFFER_SIZE};
             void* values[] = {log, (void*)(uintptr_t)sizeof log};
             log[0] = '\0';
-            bt_CUresult r = bt_cu.cuModuleLoadDataEx(&e->module, img->data, 2, options, values);
+            unsigned char* owned;
+            const int read = bt_image_bytes(img, k->name, &owned);
+            if (read != BT_OK) {
+                free(e);
+                return read;
+            }
+            bt_CUresult r = bt_cu.cuModuleLoadDataEx(&e->module, owned != NULL ? owned : img->data, 2, options,
+                                                     values);
+            free(owned); /* the driver keeps its own copy */
             if (r == 0)
                 break;
             e->module = NULL;

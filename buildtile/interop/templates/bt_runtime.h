@@ -38,15 +38,19 @@ enum { BT_KIND_SLICE = 0, BT_KIND_TENSOR = 1, BT_KIND_TILE = 2 };
 enum { BT_ROLE_IN = 0, BT_ROLE_OUT = 1, BT_ROLE_INOUT = 2 };
 enum { BT_IMAGE_CUBIN = 0, BT_IMAGE_PTX = 1 };
 
-/* One embedded image: a cubin for one target, or PTX. */
+/* One image: a cubin for one target, or PTX. Embedded in the library, or (a
+ * library built into a wheel, BT_IMAGES_FROM_FILES) read at first load from
+ * `file` in the package's _buildtile folder, where the Python host reads it
+ * too, so the wheel holds each image once. */
 typedef struct bt_image {
     const char* target;        /* "sm_90", "sm_90a" */
     int kind;                  /* BT_IMAGE_CUBIN or BT_IMAGE_PTX */
     int cc;                    /* 10 * major + minor */
     int arch_specific;         /* an "a"/"f" target: usable on exactly this cc only */
     int min_driver;            /* lowest cuDriverGetVersion() that loads it (12000); 0: any */
-    const unsigned char* data; /* PTX is NUL-terminated */
-    size_t size;
+    const unsigned char* data; /* PTX is NUL-terminated; NULL: read `file` */
+    size_t size;               /* of the file, when read from one */
+    const char* file;          /* relative to _buildtile/: "kernels/<symbol>.<target>.cubin" */
 } bt_image;
 
 typedef struct bt_loaded bt_loaded; /* a module loaded in one context */
