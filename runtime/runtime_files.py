@@ -26,6 +26,7 @@ RUNTIME_MODULES = (
     ("buildtile", "types"),
     ("buildtile.interop", "__init__"),
     ("buildtile.interop", "abi"),
+    ("buildtile.interop", "driver_compat"),
     ("buildtile.interop", "host_cli"),
     ("buildtile.interop", "layout"),
     ("buildtile.interop", "manifest"),

@@ -29,5 +29,7 @@ packages = ["buildtile", "buildtile.interop"] + [p for p in find_packages(includ
 setup(
     packages=packages,
     cmdclass={"build_py": BuildRuntimePy},
+    # type checkers read the kernel stubs' Protocols (buildtile.runtime.typing) from here
+    package_data={"buildtile": ["py.typed"]},
     ext_modules=[Extension("buildtile.runtime._native", ["buildtile/runtime/_native.c"], optional=True)],
 )
