@@ -21,7 +21,8 @@ from buildtile.backends.simt import ir
 from buildtile.backends.simt.intrinsics import SimtCalls
 from buildtile.backends.simt.params import SIMT_MODULE, TYPES_MODULE, parse_param_type, scalar_of
 from buildtile.backends.simt.types import (
-    I64, Scalar, ShapeT, SharedT, SliceT, TensorT, VOID, WEAK_INT, Weak, WitnessT, WitnessTupleT, value_type,
+    I64, Scalar, ShapeT, SharedT, SliceT, TensorT, TupleT, ValuesT, VOID, WEAK_INT, Weak, WitnessT, WitnessTupleT,
+    value_type,
 )
 from buildtile.diagnostics import Diagnostic
 from buildtile.discovery import resolve_dotted
@@ -130,6 +131,9 @@ class _KernelTyper(SimtCalls):
         self.unsafe_depth = 0
         self.index_dims: set[int] = set()
         self.shared: dict[str, ir.Param] = {}
+        #: locals bound once, at the top of the body: their value is the same wherever they are read
+        self.stable: dict[str, ir.Expr] = {}
+        self.depth = 0
         body_node = device_fn if device_fn is not None else source.node
         #: how often each name is bound in the function (a loop variable counts twice)
         self.assign_counts: dict[str, int] = {}
@@ -192,6 +196,13 @@ class _KernelTyper(SimtCalls):
     def declare_local(self, name: str, ty: Scalar) -> None:
         self.locals[name] = _Local(ty)
 
+    def block(self, stmts: list[ast.stmt]) -> list[ir.Stmt]:
+        self.depth += 1
+        try:
+            return super().block(stmts)
+        finally:
+            self.depth -= 1
+
     def param_value(self, param: ir.Param) -> ir.Expr:
         return ir.ParamRef(param.ty, name=param.name, src=param.src)
 
@@ -224,16 +235,63 @@ class _KernelTyper(SimtCalls):
         self.fail("BT0200", target, "cannot assign to this expression")
 
     def assign_tuple(self, target: ast.Tuple, value_node: ast.AST, node: ast.stmt):
+        if not all(isinstance(e, ast.Name) for e in target.elts):
+            self.fail("BT0200", target, "a tuple assignment binds plain names",
+                      help="assign elements one at a time: `c[i] = a`")
+        if isinstance(value_node, ast.Tuple):
+            return self.assign_values(target, value_node, node)
         value = self.expr(value_node)
+        if isinstance(value.ty, ValuesT):
+            if len(target.elts) != len(value.values):
+                self.fail("BT0308", target, f"`{ast.unparse(value_node)}` gives {len(value.values)} values, "
+                          f"{len(target.elts)} names unpack it", help=f"unpack it into {len(value.values)} names")
+            return [self.bind(t, v, node) for t, v in zip(target.elts, value.values)]
+        if isinstance(value.ty, TupleT):
+            return self.unpack_call(target, value, node)
         if not isinstance(value.ty, WitnessTupleT):
-            self.fail("BT0200", target, "tuple unpacking is only supported for `simt.index_2d()`/`index_3d()`")
-        if len(target.elts) != value.ty.dims or not all(isinstance(e, ast.Name) for e in target.elts):
-            self.fail("BT0308", target, f"`index_{value.ty.dims}d()` gives {value.ty.dims} indices",
+            self.fail("BT0308", value_node, f"cannot unpack a value of type {value.ty}",
+                      help="unpack a tuple `a, b = b, a`, `simt.index_2d()`, `simt.grid(2)` or a device function's tuple")
+        call = f"grid({value.ty.dims})" if value.ty.x_first else f"index_{value.ty.dims}d()"
+        if len(target.elts) != value.ty.dims:
+            self.fail("BT0308", target, f"`simt.{call}` gives {value.ty.dims} indices",
                       help=f"unpack it into {value.ty.dims} names")
         out = []
-        for axis, name_node in enumerate(target.elts):
+        for k, name_node in enumerate(target.elts):
+            axis = value.ty.dims - 1 - k if value.ty.x_first else k
             component = ir.ThreadIndex(WitnessT(value.ty.dims, axis), dims=value.ty.dims, src=value_node)
             out.append(self.bind(name_node, component, node))
+        return out
+
+    def assign_values(self, target: ast.Tuple, value_node: ast.Tuple, node: ast.stmt):
+        """``a, b = b, a``: every value is read before any name is bound, as in Python."""
+        if len(target.elts) != len(value_node.elts):
+            self.fail("BT0308", node, f"{len(value_node.elts)} values are assigned to {len(target.elts)} names")
+        if any(isinstance(e, ast.Starred) for e in value_node.elts):
+            self.fail("BT0200", value_node, "starred values are not supported in kernels")
+        names = {t.id for t in target.elts}
+        read = {n.id for v in value_node.elts for n in ast.walk(v) if isinstance(n, ast.Name)}
+        values = [self.expr(v) for v in value_node.elts]
+        if not names & read:
+            return [self.bind(t, v, node) for t, v in zip(target.elts, values)]
+        # the values go through temporaries (names no Python code can spell) before the targets change
+        out, temps = [], []
+        for k, v in enumerate(values):
+            temp = ast.Name(id=f"{target.elts[k].id}.{node.lineno}.{node.col_offset}", ctx=ast.Store())
+            ast.copy_location(temp, target.elts[k])
+            out.append(self.bind(temp, v, node))
+            temps.append(ir.Var(self.locals[temp.id].ty, name=temp.id, src=value_node.elts[k]))
+        return out + [self.bind(t, v, node) for t, v in zip(target.elts, temps)]
+
+    def unpack_call(self, target: ast.Tuple, value: ir.Expr, node: ast.stmt):
+        """``x, y = f(...)`` of a device function returning a tuple: the call runs once."""
+        if len(target.elts) != len(value.ty.elems):
+            self.fail("BT0308", target, f"`{value.func}` returns {len(value.ty.elems)} values, "
+                      f"{len(target.elts)} names unpack it", help=f"unpack it into {len(value.ty.elems)} names")
+        temp = f"{value.func}.{node.lineno}.{node.col_offset}"
+        self.locals[temp] = _Local(value.ty)
+        out = [ir.Assign(name=temp, value=value, src=node)]
+        for k, t in enumerate(target.elts):
+            out.append(self.bind(t, ir.TupleItem(value.ty.elems[k], tuple=temp, index=k, src=value.src), node))
         return out
 
     def bind(self, target: ast.Name, value: ir.Expr, node: ast.stmt):
@@ -246,12 +304,17 @@ class _KernelTyper(SimtCalls):
             return ir.SharedDecl(name=name, ty=value.ty, src=node)
         if name in self.shared:
             self.fail("BT0384", target, f"cannot assign to shared array `{name}`", help=f"write its elements: `{name}[k] = ...`")
+        if isinstance(value.ty, (TupleT, ValuesT)):
+            self.fail("BT0308", node, f"`{name}` cannot hold a tuple",
+                      help=f"unpack it into names: `a, b = {ast.unparse(value.src) if value.src else '...'}`")
         if isinstance(value.ty, (SliceT, TensorT, ShapeT, WitnessTupleT)):
             self.fail("BT0308", node, f"`{name}` cannot hold a value of type {value.ty}",
                       help="index the parameter directly, or unpack index_Nd() into names")
         if value.ty == VOID:
             self.fail("BT0308", node, "this call returns nothing")
         local = self.locals.get(name)
+        if local is None and self.depth == 1 and self.assign_counts.get(name, 0) == 1:
+            self.stable[name] = value
         if local is None:
             ty = self.refined.get(name, value.ty)
             if isinstance(value.ty, WitnessT):
@@ -267,10 +330,15 @@ class _KernelTyper(SimtCalls):
                 self.type_mismatch(value.src or node, f"`{name}`", ty, value.ty)
             self.locals[name] = _Local(ty)
             return ir.Assign(name=name, value=value, src=node)
+        if local.witness and self.grid_stride_step(name, local, value):
+            return ir.Assign(name=name, value=value, src=node)
         if local.witness:
+            stride = isinstance(local.ty, WitnessT) and local.ty.dims == 1
             self.fail("BT0384", target, f"cannot assign twice to thread index `{name}`",
-                      label="a ThreadIndex witness is immutable",
-                      help=f"compute into a new name, e.g. `k = {name} + 1`; only `{name}` itself can index a disjoint write")
+                      label="a ThreadIndex witness is immutable" + (
+                          ", but for a step of the grid's total threads" if stride else ""),
+                      help=f"compute into a new name, e.g. `k = {name} + 1`; only `{name}` itself can index a disjoint write"
+                      + (f"; a grid-stride loop steps `{name} += simt.gridsize(1)`" if stride else ""))
         if isinstance(local.ty, Weak) and not isinstance(value_type(value.ty), Weak):
             self.refine(name, value_type(value.ty), node)
             return ir.Assign(name=name, value=value, src=node)
@@ -328,7 +396,10 @@ class _KernelTyper(SimtCalls):
                       label=f"`{name}` is {what}, which the loop would reassign",
                       help="give the loop its own variable name")
         existing = self.locals.get(name)
-        if existing is None:
+        if existing is None and self.grid_stride_range(name, start, step):
+            # range(index_1d(), n, <grid's total threads>): every value is in this thread's residue class
+            self.locals[name] = _Local(WitnessT(1, 0), witness=True)
+        elif existing is None:
             self.locals[name] = _Local(self.refined.get(name, ty))
         elif isinstance(existing.ty, Weak) and not isinstance(ty, Weak):
             self.refine(name, ty, node.target)
@@ -382,6 +453,57 @@ class _KernelTyper(SimtCalls):
             return ir.ParamRef(self.params[name].ty, name=name, src=node)
         return None
 
+    # ------------------------------------------------------------ values that prove ownership
+    def resolved(self, e: ir.Expr) -> ir.Expr:
+        """``e``, or the value of the stable local it reads."""
+        while isinstance(e, ir.Var) and e.name in self.stable:
+            e = self.stable[e.name]
+        return e
+
+    def geometry(self, e: ir.Expr) -> str | None:
+        """``"thread_idx.x"`` ... when ``e`` is that geometry value."""
+        e = self.resolved(e)
+        return e.name if isinstance(e, ir.Intrinsic) and e.name.split(".")[0] in _GEOMETRY else None
+
+    def is_grid_total(self, e: ir.Expr) -> bool:
+        """``e`` is the grid's total threads along x: ``grid_dim.x * block_dim.x`` in either order
+        (``simt.gridsize(1)`` is spelled so)."""
+        e = self.resolved(e)
+        return (isinstance(e, ir.BinOp) and e.op == "*"
+                and {self.geometry(e.lhs), self.geometry(e.rhs)} == {"grid_dim.x", "block_dim.x"})
+
+    def grid_stride_step(self, name: str, local: _Local, value: ir.Expr) -> bool:
+        """``i += <grid's total threads>`` of a 1-D witness: ``i`` stays in this thread's residue
+        class modulo the total threads, which no other thread's index enters."""
+        if not (isinstance(local.ty, WitnessT) and local.ty.dims == 1 and isinstance(value, ir.BinOp)
+                and value.op == "+"):
+            return False
+        for own, step in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
+            if isinstance(own, ir.Var) and own.name == name and self.is_grid_total(step):
+                return True
+        return False
+
+    def grid_stride_range(self, name: str, start: ir.Expr, step: ir.Expr) -> bool:
+        """``for name in range(<1-D witness>, n, <grid's total threads>)``, the loop its only binding."""
+        return (start.ty == WitnessT(1, 0) and self.is_grid_total(step)
+                and self.assign_counts.get(name, 0) == 2 and name not in self.params)
+
+    def binop(self, op: str, lhs: ir.Expr, rhs: ir.Expr, node: ast.AST, lnode: ast.AST, rnode: ast.AST) -> ir.Expr:
+        result = super().binop(op, lhs, rhs, node, lnode, rnode)
+        if op == "+" and self.spells_index_1d(lhs, rhs):
+            self.index_dims.add(1)
+            return ir.ThreadIndex(WitnessT(1, 0), dims=1, src=node)
+        return result
+
+    def spells_index_1d(self, lhs: ir.Expr, rhs: ir.Expr) -> bool:
+        """``thread_idx.x + block_idx.x * block_dim.x``, the terms and factors in any order."""
+        for tid, base in ((lhs, rhs), (rhs, lhs)):
+            base = self.resolved(base)
+            if (self.geometry(tid) == "thread_idx.x" and isinstance(base, ir.BinOp) and base.op == "*"
+                    and {self.geometry(base.lhs), self.geometry(base.rhs)} == {"block_idx.x", "block_dim.x"}):
+                return True
+        return False
+
     def expr_Attribute(self, node: ast.Attribute):
         # thread geometry: simt.thread_idx.x ...
         dotted = resolve_dotted(node, self.ns)
@@ -393,13 +515,31 @@ class _KernelTyper(SimtCalls):
                 return ir.Intrinsic(I64, name=f"{parts[0]}.{parts[1]}", src=node)
             self.fail("BT0425", node, f"`simt.{'.'.join(parts)}` is not a value",
                       help="thread geometry is simt.thread_idx/block_idx/block_dim/grid_dim with .x, .y or .z")
+        if isinstance(node.value, ast.Name) and node.attr == "size" and (
+                node.value.id in self.params or node.value.id in self.shared):
+            return self.array_size(node)
         if isinstance(node.value, ast.Name) and node.value.id in self.params and node.attr == "shape":
             ty = self.params[node.value.id].ty
             if not isinstance(ty, (SliceT, TensorT)):
                 self.type_mismatch(node, "`.shape`", "a slice or tensor", ty)
             return ir.ParamRef(ShapeT(ty.rank), name=node.value.id, src=node)
         self.fail("BT0425", node, f"no attribute `{ast.unparse(node)}` in kernels",
-                  help="parameters have `.shape`; thread geometry is under `simt.`")
+                  help="parameters have `.shape` and `.size`; thread geometry is under `simt.`")
+
+    def array_size(self, node: ast.Attribute) -> ir.Expr:
+        """``a.size``: the element count, as NumPy's (``len`` of a slice, the product of a tensor's shape)."""
+        name = node.value.id
+        if name in self.shared:
+            return self.call_len(ast.copy_location(ast.Call(func=ast.Name("len"), args=[node.value], keywords=[]), node))
+        ty = self.params[name].ty
+        if not isinstance(ty, (SliceT, TensorT)):
+            self.type_mismatch(node, "`.size`", "a slice or tensor", ty)
+        if isinstance(ty, SliceT):
+            return ir.Len(I64, param=name, src=node)
+        size = ir.Shape(I64, param=name, axis=0, src=node)
+        for axis in range(1, ty.rank):
+            size = ir.BinOp(I64, op="*", lhs=size, rhs=ir.Shape(I64, param=name, axis=axis, src=node), src=node)
+        return size
 
     def expr_Subscript(self, node: ast.Subscript):
         base = node.value
@@ -456,6 +596,8 @@ class _KernelTyper(SimtCalls):
             return self.cast_call(node, dotted)
         if dotted and dotted.startswith("math."):
             return self.call_math(node, dotted[5:])
+        if dotted in (SIMT_MODULE + ".grid", SIMT_MODULE + ".gridsize"):
+            return self.call_grid(node, dotted[len(SIMT_MODULE) + 1:])
         if dotted and dotted.startswith(SIMT_MODULE + "."):
             return self.call_simt(node, dotted[len(SIMT_MODULE) + 1:])
         if isinstance(func, ast.Name) and func.id in self.functions.defs and func.id not in self.locals:
@@ -470,6 +612,20 @@ class _KernelTyper(SimtCalls):
                       if is_kernel else "decorate it with `@simt.device` to call it from kernels")
         self.fail("BT0425", func, f"cannot find function `{ast.unparse(func)}` for kernels",
                   help="kernels call casts (f32(x)), len(), math functions and simt intrinsics")
+
+    def call_grid(self, node: ast.Call, name: str) -> ir.Expr:
+        """numba's spellings: ``grid(n)`` is this thread's index along x (, y (, z)), ``gridsize(n)``
+        the grid's total threads along each axis; x comes first, as in ``cuda.grid``."""
+        dims = fold_constant(node.args[0], self.consts) if len(node.args) == 1 else None
+        if dims not in (1, 2, 3) or isinstance(dims, bool):
+            self.fail("BT0308", node, f"`simt.{name}(n)` takes one constant number of axes: 1, 2 or 3")
+        if name == "grid":
+            self.index_dims.add(dims)
+            ty = WitnessT(1, 0) if dims == 1 else WitnessTupleT(dims, x_first=True)
+            return ir.ThreadIndex(ty, dims=dims, src=node)
+        totals = [ir.BinOp(I64, op="*", lhs=ir.Intrinsic(I64, name=f"grid_dim.{axis}", src=node),
+                           rhs=ir.Intrinsic(I64, name=f"block_dim.{axis}", src=node), src=node) for axis in "xyz"[:dims]]
+        return totals[0] if dims == 1 else ir.Values(ValuesT(dims), values=totals, src=node)
 
     # ------------------------------------------------------------ typing
     def value_type(self, ty):

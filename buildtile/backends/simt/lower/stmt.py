@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from buildtile.backends.common.llvm import reg_type, to_memory
 from buildtile.backends.simt import ir
+from buildtile.backends.simt.types import value_type
 
 
 class StatementLowering:
@@ -67,7 +68,7 @@ class StatementLowering:
         self.b.position_at_end(done)
 
     def stmt_ForRange(self, s: ir.ForRange) -> None:
-        ty = self.kernel.locals[s.var]
+        ty = value_type(self.kernel.locals[s.var])   # a grid-stride loop's variable is a witness
         signed = ty.kind == "int"
         # range() evaluates its arguments once; a hidden counter drives the loop so that
         # assigning the loop variable in the body does not change the iteration (Python semantics)
