@@ -112,6 +112,12 @@ _UNSUPPORTED_HELP = {
 }
 
 
+def _always_returns(body: list[ir.Stmt]) -> bool:
+    """Every path through ``body`` ends in a ``return`` (an ``if`` whose branches both do counts)."""
+    return any(isinstance(s, ir.Return) or (isinstance(s, ir.If) and _always_returns(s.then)
+                                            and _always_returns(s.orelse)) for s in body)
+
+
 class _KernelTyper(SimtCalls):
     """Types one kernel, or with ``device_fn`` one ``@simt.device`` function."""
 
@@ -170,10 +176,11 @@ class _KernelTyper(SimtCalls):
             self.error("BT0200", fn, "device functions take plain positional parameters only")
         params = []
         for a in args.args:
-            ty = scalar_of(a.annotation, self.ns) if a.annotation is not None else None
+            ty, _ = parse_param_type(a.annotation, self.ns)
             if ty is None:
-                self.error("BT0308", a.annotation or a, f"parameter `{a.arg}` of device function `{fn.name}` needs a scalar type",
-                           help="device functions take scalars (f32, i64, ...); index arrays in the kernel and pass values")
+                self.error("BT0308", a.annotation or a, f"parameter `{a.arg}` of device function `{fn.name}` needs a type",
+                           help="device functions take scalars (f32, i64, ...) and arrays "
+                                "(Slice[T], DisjointSlice[T], AtomicSlice[T], Tensor[T, rank], DisjointTensor[T, rank])")
                 self.poisoned.add(a.arg)
                 continue
             p = ir.Param(a.arg, ty, a)
@@ -182,16 +189,40 @@ class _KernelTyper(SimtCalls):
         if fn.returns is None or (isinstance(fn.returns, ast.Constant) and fn.returns.value is None):
             self.ret = VOID
         else:
-            self.ret = scalar_of(fn.returns, self.ns)
+            self.ret = self.result_type(fn.returns)
             if self.ret is None:
-                self.fail("BT0308", fn.returns, f"device function `{fn.name}` must return a scalar type")
+                self.fail("BT0308", fn.returns, f"device function `{fn.name}` must return a scalar type "
+                          "or a tuple of them", help="annotate e.g. `-> f32` or `-> tuple[f32, i64]`")
         body = self.copy_reassigned_params(fn, params) + self.block(fn.body)
-        if self.ret != VOID and not self.diagnostics and not (body and isinstance(body[-1], ir.Return)):
+        if self.ret != VOID and not self.diagnostics and not _always_returns(body):
             self.error("BT0308", fn, f"device function `{fn.name}` must end with `return <{self.ret}>`",
                        help="every path of a function with a result returns a value")
         local_types = {name: self._final_type(loc.ty) for name, loc in self.locals.items()}
         self.finalize(body)
         return ir.FunctionIR(fn.name, params, local_types, body, self.ret)
+
+    def result_type(self, node: ast.AST):
+        """A device function's result annotation: a scalar, or ``tuple[T, ...]`` of scalars."""
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "tuple"
+                and "tuple" not in self.ns):
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            elems = tuple(scalar_of(t, self.ns) for t in items)
+            return TupleT(elems) if len(elems) > 1 and None not in elems and VOID not in elems else None
+        return scalar_of(node, self.ns)
+
+    def device_arg(self, node: ast.AST, param: ir.Param) -> ir.Expr:
+        """An argument of a device function call: a scalar converts as a store does; an array
+        parameter is passed as it is, of the very type the function declares."""
+        if not isinstance(param.ty, (SliceT, TensorT)):
+            return self.coerce(self.expr(node), param.ty, node)
+        if not (isinstance(node, ast.Name) and node.id in self.params and node.id not in self.locals):
+            self.fail("BT0308", node, f"parameter `{param.name}` takes an array ({param.ty})",
+                      help="pass an array parameter of the kernel by name")
+        arg = self.params[node.id]
+        if arg.ty != param.ty:
+            self.type_mismatch(node, f"parameter `{param.name}`", param.ty, arg.ty,
+                               help="declare the function's parameter with the argument's kind, element type and rank")
+        return ir.ParamRef(arg.ty, name=arg.name, src=node)
 
     def declare_local(self, name: str, ty: Scalar) -> None:
         self.locals[name] = _Local(ty)
@@ -429,6 +460,13 @@ class _KernelTyper(SimtCalls):
                 return ir.Return(src=node)
             if node.value is None:
                 self.fail("BT0308", node, f"device function `{self.device_fn.name}` returns {self.ret}")
+            if isinstance(self.ret, TupleT):
+                items = node.value.elts if isinstance(node.value, ast.Tuple) else None
+                if items is None or len(items) != len(self.ret.elems):
+                    self.fail("BT0308", node.value, f"device function `{self.device_fn.name}` returns {self.ret}",
+                              help=f"return {len(self.ret.elems)} values: `return a, b`")
+                return ir.Return(values=[self.coerce(self.expr(v), t, v) for v, t in zip(items, self.ret.elems)],
+                                 src=node)
             return ir.Return(value=self.coerce(self.expr(node.value), self.ret, node.value), src=node)
         if node.value is not None:
             self.fail("BT0308", node.value, "kernels return nothing",

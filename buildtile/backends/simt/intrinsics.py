@@ -47,7 +47,7 @@ class SimtCalls(BaseTyper):
         if len(node.args) != len(fn.params):
             self.fail("BT0308", node, f"`{name}` takes {len(fn.params)} argument{'s' if len(fn.params) != 1 else ''}, "
                       f"{len(node.args)} given")
-        args = [self.coerce(self.expr(a), p.ty, a) for a, p in zip(node.args, fn.params)]
+        args = [self.device_arg(a, p) for a, p in zip(node.args, fn.params)]
         return ir.Call(fn.ret, func=name, args=args, src=node)
 
     def call_len(self, node: ast.Call):

@@ -49,18 +49,35 @@ from buildtile.backends.simt.types import Scalar, SliceT, TensorT, WitnessT, val
 
 
 def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
+    checked = OwnershipReport(source)
     params = {p.name: p.ty for p in kernel.params}
     params.update(kernel.shared)
-    checked = OwnershipReport(source)
-    report = checked.report
+    _check_body(kernel.body, params, checked.report, None)
+    for name, fn in kernel.functions.items():
+        _check_body(fn.body, {p.name: p.ty for p in fn.params}, checked.report, name)
+    return checked.diagnostics
+
+
+def _check_body(body: list[ir.Stmt], params: dict, report, function: str | None) -> None:
+    """Check a kernel's body, or with ``function`` a device function's: it cannot see the caller's
+    witness, so it reads and writes its disjoint parameters only inside ``simt.unsafe()``."""
     orders: dict = {}        # disjoint tensor -> (axis order of its first access, where)
+
+    def own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, facts: frozenset) -> None:
+        if function is None:
+            _check_own_index(name, ty, indices, node, verb, report, orders, facts, stable)
+            return
+        report("BT0499", node, f"cannot {verb} `{name}` in device function `{function}`: "
+               "the index is not provably the calling thread's own",
+               "a device function does not see the caller's thread index",
+               f"{verb} `{name}` in the kernel at the thread's own index, or inside `with simt.unsafe():`")
 
     def outside_unsafe(node, what: str) -> None:
         report("BT0133", node, f"{what} requires unsafe",
                "shared memory is outside the safety proof",
                "wrap the code that declares and uses shared memory in `with simt.unsafe():`")
 
-    stable = _stable_locals(kernel.body)
+    stable = _stable_locals(body)
 
     def visit(stmts: list[ir.Stmt], unsafe: bool, facts: frozenset) -> None:
         for stmt in stmts:
@@ -87,14 +104,14 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
                     report("BT0594", stmt.src, f"cannot assign to `{stmt.param}[...]`: AtomicSlice elements change only through atomic operations",
                            "plain store to an AtomicSlice", f"use `{stmt.param}.atomic_exchange(i, v)` or `{stmt.param}.atomic_add(i, v)`")
                 elif not unsafe:
-                    _check_own_index(stmt.param, ty, stmt.indices, stmt.src, "write", report, orders, facts, stable)
+                    own_index(stmt.param, ty, stmt.indices, stmt.src, "write", facts)
             own_exprs = [v for v in vars(stmt).values()
                          if isinstance(v, ir.Expr) or (isinstance(v, list) and v and isinstance(v[0], ir.Expr))]
             for expr in ir.walk_exprs(own_exprs):
                 if isinstance(expr, ir.Load):
                     ty = params[expr.param]
                     if ty.access == "disjoint" and not unsafe:
-                        _check_own_index(expr.param, ty, expr.indices, expr.src, "read", report, orders, facts, stable)
+                        own_index(expr.param, ty, expr.indices, expr.src, "read", facts)
                     elif ty.access == "shared" and not unsafe:
                         outside_unsafe(expr.src, f"reading shared array `{expr.param}`")
             if isinstance(stmt, ir.If):
@@ -106,8 +123,7 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
                 if isinstance(value, list) and value and isinstance(value[0], ir.Stmt):
                     visit(value, unsafe, facts)
 
-    visit(kernel.body, False, frozenset())
-    return checked.diagnostics
+    visit(body, False, frozenset())
 
 
 def _check_own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, report, orders: dict,

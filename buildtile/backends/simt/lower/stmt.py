@@ -112,6 +112,11 @@ class StatementLowering:
     def stmt_Return(self, s: ir.Return) -> None:
         if s.value is not None:
             self.b.store(self.expr(s.value), self.ret_slot)
+        if s.values:
+            result = self.b.load(self.ret_slot)
+            for k, v in enumerate(s.values):
+                result = self.b.insert_value(result, self.expr(v), k)
+            self.b.store(result, self.ret_slot)
         self.b.branch(self.exit_target or self.exit)
 
     def stmt_SharedDecl(self, s: ir.SharedDecl) -> None:
