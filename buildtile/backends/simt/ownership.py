@@ -65,7 +65,7 @@ def _check_body(body: list[ir.Stmt], params: dict, report, function: str | None)
 
     def own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, facts: frozenset) -> None:
         if function is None:
-            _check_own_index(name, ty, indices, node, verb, report, orders, facts, stable)
+            _check_own_index(name, ty, indices, node, verb, report, orders, facts, stable, off_stride)
             return
         report("BT0499", node, f"cannot {verb} `{name}` in device function `{function}`: "
                "the index is not provably the calling thread's own",
@@ -78,6 +78,8 @@ def _check_body(body: list[ir.Stmt], params: dict, report, function: str | None)
                "wrap the code that declares and uses shared memory in `with simt.unsafe():`")
 
     stable = _stable_locals(body)
+    # loops that start at the thread's index but step by other than the grid's total threads
+    off_stride = {s.var for s in ir.walk_stmts(body) if isinstance(s, ir.ForRange) and isinstance(s.start.ty, WitnessT)}
 
     def visit(stmts: list[ir.Stmt], unsafe: bool, facts: frozenset) -> None:
         for stmt in stmts:
@@ -127,7 +129,7 @@ def _check_body(body: list[ir.Stmt], params: dict, report, function: str | None)
 
 
 def _check_own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, report, orders: dict,
-                     facts: frozenset, stable: dict) -> None:
+                     facts: frozenset, stable: dict, off_stride: set[str]) -> None:
     rank = ty.rank if isinstance(ty, TensorT) else 1
     if rank == 1 and not _is_witness(indices[0]):
         form = _linear(indices[0], facts, stable)
@@ -143,7 +145,7 @@ def _check_own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, rep
     for idx in indices:
         if not _is_witness(idx):
             report("BT0499", idx.src or node, f"index is not this thread's own: cannot {verb} `{name}` here",
-                   _why_not_own(idx),
+                   _why_not_own(idx, off_stride),
                    f"a {ty} is {_PAST[verb]} only at `{name}[{_own_spelling(rank)}]`, "
                    f"with the names bound by `{_own_call(rank)}`")
             return
@@ -271,7 +273,10 @@ def _linear_axes(e: ir.Expr, facts: frozenset, stable: dict):
     return None
 
 
-def _why_not_own(idx: ir.Expr) -> str:
+def _why_not_own(idx: ir.Expr, off_stride: set[str]) -> str:
+    if isinstance(idx, ir.Var) and idx.name in off_stride:
+        return (f"`{idx.name}` starts at this thread's index but steps by other than the grid's total threads "
+                "(`simt.gridsize(1)`), so it reaches other threads' elements")
     if isinstance(idx, ir.Load):
         return "an index read from memory may repeat across threads"
     return why_not_own(idx, "a ThreadIndex", "element", "thread")
