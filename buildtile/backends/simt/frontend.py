@@ -7,6 +7,11 @@ settle. The scalar rules are the shared ones of
 ``buildtile.backends.common.typer``; this module adds SIMT's statements,
 parameters, element indexing and device functions (its calls are in
 ``intrinsics``).
+
+It also makes the ThreadIndex witnesses the ownership checker relies on:
+``index_Nd()``, ``grid(N)``, the spelled-out ``thread_idx.x + block_idx.x *
+block_dim.x``, and a 1-D witness stepped only by the grid's total threads
+(see ``ownership`` for why each is this thread's own).
 """
 
 from __future__ import annotations
