@@ -117,6 +117,18 @@ _UNSUPPORTED_HELP = {
 }
 
 
+def _indexes_in_several_dims(fn: ast.AST, ns: dict[str, str]) -> bool:
+    """``fn`` calls ``index_2d()``, ``index_3d()``, ``grid(2)`` or ``grid(3)``."""
+    for n in ast.walk(fn):
+        if not isinstance(n, ast.Call):
+            continue
+        name = resolve_dotted(n.func, ns)
+        one_axis = bool(n.args) and isinstance(n.args[0], ast.Constant) and n.args[0].value == 1
+        if name in (SIMT_MODULE + ".index_2d", SIMT_MODULE + ".index_3d") or (name == SIMT_MODULE + ".grid" and not one_axis):
+            return True
+    return False
+
+
 def _always_returns(body: list[ir.Stmt]) -> bool:
     """Every path through ``body`` ends in a ``return`` (an ``if`` whose branches both do counts)."""
     return any(isinstance(s, ir.Return) or (isinstance(s, ir.If) and _always_returns(s.then)
@@ -146,6 +158,8 @@ class _KernelTyper(SimtCalls):
         self.stable: dict[str, ir.Expr] = {}
         self.depth = 0
         body_node = device_fn if device_fn is not None else source.node
+        #: a kernel indexing with index_2d()/index_3d() keeps the spelled-out 1-D index a plain integer
+        self.multi_dim = _indexes_in_several_dims(body_node, self.ns)
         #: how often each name is bound in the function (a loop variable counts twice)
         self.assign_counts: dict[str, int] = {}
         for node in ast.walk(body_node):
@@ -533,7 +547,7 @@ class _KernelTyper(SimtCalls):
 
     def binop(self, op: str, lhs: ir.Expr, rhs: ir.Expr, node: ast.AST, lnode: ast.AST, rnode: ast.AST) -> ir.Expr:
         result = super().binop(op, lhs, rhs, node, lnode, rnode)
-        if op == "+" and self.spells_index_1d(lhs, rhs):
+        if op == "+" and not self.multi_dim and self.spells_index_1d(lhs, rhs):
             self.index_dims.add(1)
             return ir.ThreadIndex(WitnessT(1, 0), dims=1, src=node)
         return result

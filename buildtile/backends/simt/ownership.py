@@ -18,7 +18,8 @@ The indices proven to be this thread's own, each an injection from threads
 * **A witness**: ``simt.index_Nd()``, ``simt.grid(N)`` (the same witnesses,
   x first), and ``thread_idx.x + block_idx.x * block_dim.x`` with its terms
   and factors in any order, which is ``index_1d()`` spelled out (the typer
-  makes it one). Each is unique per thread of a launch of its dimension.
+  makes it one, in kernels that use no 2-D/3-D index). Each is unique per
+  thread of a launch of its dimension (the contract and the host enforce it).
 * **A grid-stride witness** (the typer proves it): a 1-D witness only ever
   stepped by ``i += T``, or ``for i in range(<1-D witness>, n, T)``, where
   ``T`` is the grid's total threads (``grid_dim.x * block_dim.x`` in either
