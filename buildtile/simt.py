@@ -46,6 +46,8 @@ def _device_only(name: str):
 index_1d = _device_only("index_1d")
 index_2d = _device_only("index_2d")
 index_3d = _device_only("index_3d")
+grid = _device_only("grid")
+gridsize = _device_only("gridsize")
 sync_threads = _device_only("sync_threads")
 lane_id = _device_only("lane_id")
 warp_id = _device_only("warp_id")

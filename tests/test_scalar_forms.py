@@ -29,7 +29,7 @@ TEMPLATES = {
     "simt": (
         "import math\n\n"
         "from buildtile import simt\n"
-        "from buildtile.types import DisjointSlice, bool_, f32, f64, i32, i64, u32\n\n\n"
+        "from buildtile.types import DisjointSlice, bf16, bool_, f16, f32, f64, i32, i64, u32, u64\n\n\n"
         "@simt.kernel(block=128)\n"
         f"def scalar_form(out: DisjointSlice[f32], {PARAMS}):\n"
         "    i = simt.index_1d()\n"
@@ -39,7 +39,7 @@ TEMPLATES = {
     "tile": (
         "import math\n\n"
         "from buildtile import tile\n"
-        "from buildtile.types import bool_, f32, f64, i32, i64, u32\n\n\n"
+        "from buildtile.types import bf16, bool_, f16, f32, f64, i32, i64, u32, u64\n\n\n"
         '@tile.kernel(specialize=[{{"out": [128]}}])\n'
         f"def scalar_form(out: tile.Out[f32, 1], {PARAMS}):\n"
         "    i = out.tile_id(0)\n"

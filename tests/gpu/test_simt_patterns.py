@@ -1,9 +1,18 @@
-"""SIMT patterns of example_kernels.patterns on a real GPU, against NumPy at ragged sizes.
+"""SIMT patterns on a real GPU, against NumPy at ragged sizes.
 
-Run after `pip install ./example_project`; skipped without a GPU, torch or the package.
+Two sets: the kernels of example_kernels.patterns (run after `pip install
+./example_project`), and the ported-code kernels of tests/simt_cases.py, compiled
+here into a throwaway package for this GPU. Skipped without a GPU, torch or the
+package.
 """
 
 from __future__ import annotations
+
+import importlib
+import itertools
+import shutil
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +20,7 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
+TESTS = Path(__file__).parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +114,136 @@ def test_reverse_blocks_through_dynamic_shared_memory(patterns, n):
     padded = np.zeros((n + 255) // 256 * 256, np.float32)
     padded[:n] = x
     np.testing.assert_array_equal(host(out), padded.reshape(-1, 256)[:, ::-1].reshape(-1)[:n])
+
+
+# ---------------------------------------------------------------- ported code (tests/simt_cases.py)
+
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    """tests/simt_cases.py compiled for this GPU into a throwaway package."""
+    from buildtile.compiler import compile_project
+    from buildtile.config import load_project
+    from buildtile.runtime.package import forget_package
+
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA")
+    major, minor = torch.cuda.get_device_capability(0)
+    package = f"btsimtcases{next(_ids)}"
+    root = tmp_path_factory.mktemp("simt_cases")
+    (root / package).mkdir()
+    (root / package / "__init__.py").write_text("")
+    shutil.copy(TESTS / "simt_cases.py", root / package / "ops.py")
+    (root / "pyproject.toml").write_text(
+        f'[project]\nname = "{package}"\nversion = "0.1.0"\n\n[tool.buildtile]\n'
+        f'kernels = ["{package}.ops"]\ntargets = ["sm_{major}{minor}"]\nptx = false\ncache-dir = "off"\n')
+    compile_project(load_project(root, env={}), root, log=lambda line: None)
+    sys.path.insert(0, str(root))
+    try:
+        yield importlib.import_module(f"{package}.ops")
+    finally:
+        sys.path.remove(str(root))
+        forget_package(package)
+        for name in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
+            del sys.modules[name]
+
+
+def blocks_for(n: int, block: int) -> int:
+    return max(1, -(-n // block))
+
+
+@pytest.mark.parametrize("name", ["saxpy_while", "saxpy_range"])
+@pytest.mark.parametrize("n,blocks", [(1, 1), (1000, 1), (100_003, 3), (1_000_003, 37)])
+def test_grid_stride_loops_cover_every_element_once(cases, name, n, blocks):
+    # fewer threads than elements: each thread strides over several
+    rng = np.random.default_rng(n)
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = cuda(np.full(n, np.nan, np.float32))
+    getattr(cases, name)[blocks](2.5, cuda(x), cuda(y), out)
+    np.testing.assert_allclose(host(out), np.float32(2.5) * x + y, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 127, 129, 100_003])
+def test_spelled_out_index_copies(cases, n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    out = cuda(np.full(n, np.nan, np.float32))
+    cases.copy_explicit[blocks_for(n, 128)](cuda(x), out)
+    np.testing.assert_array_equal(host(out), x + np.float32(1))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (17, 33), (300, 257)])
+def test_row_major_linearisation_adds_matrices(cases, shape):
+    rows, cols = shape
+    rng = np.random.default_rng(rows)
+    a, b = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+    c = cuda(np.full(rows * cols, np.nan, np.float32))
+    cases.matadd_flat[(blocks_for(cols, 16), blocks_for(rows, 16))](
+        cuda(a.ravel()), cuda(b.ravel()), c, rows, cols)
+    np.testing.assert_array_equal(host(c).reshape(shape), a + b)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (33, 17), (100, 301)])
+def test_grid2_is_x_first(cases, shape):
+    rows, cols = shape
+    a = np.random.default_rng(cols).standard_normal(shape).astype(np.float32)
+    out = cuda(np.full(rows * cols, np.nan, np.float32))
+    cases.scale_grid2[(blocks_for(cols, 16), blocks_for(rows, 16))](cuda(a), out, 3.0)
+    np.testing.assert_allclose(host(out).reshape(shape), (a.astype(np.float64) * 3.0).astype(np.float32))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (5, 9, 17), (13, 31, 70)])
+def test_three_dimensional_linearisation(cases, shape):
+    nz, ny, nx = shape
+    out = cuda(np.full(nz * ny * nx, -1, np.int64))
+    cases.volume_index[(blocks_for(nx, 8), blocks_for(ny, 8), blocks_for(nz, 4))](out, nx, ny, nz)
+    np.testing.assert_array_equal(host(out), np.arange(nz * ny * nx))
+
+
+@pytest.mark.parametrize("n,bins", [(1, 3), (10_000, 17), (1_000_003, 256)])
+def test_histogram_compares_i32_with_len(cases, n, bins):
+    values = np.random.default_rng(n).integers(-4, bins + 4, n).astype(np.int32)
+    counts = cuda(np.zeros(bins, np.uint32))
+    cases.histogram_widened[blocks_for(n, 256)](cuda(values), counts)
+    inside = values[(values >= 0) & (values < bins)]
+    np.testing.assert_array_equal(host(counts), np.bincount(inside, minlength=bins).astype(np.uint32))
+
+
+@pytest.mark.parametrize("n", [1, 255, 257, 10_001])
+def test_integer_stored_into_float(cases, n):
+    x = np.random.default_rng(n).integers(-2**20, 2**20, n).astype(np.int32)
+    out = cuda(np.full(n, np.nan, np.float64))
+    cases.int_to_float[blocks_for(n, 256)](cuda(x), out)
+    np.testing.assert_array_equal(host(out), (x.astype(np.float32) * np.float32(0.5)).astype(np.float64))
+
+
+@pytest.mark.parametrize("n", [1, 2, 129, 5000])
+def test_device_function_returns_a_tuple_and_branches(cases, n):
+    a = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    a[::7] = 0.0
+    lo, hi = cuda(np.full(n, np.nan, np.float32)), cuda(np.full(n, np.nan, np.float32))
+    s = cuda(np.full(n, 7, np.int32))
+    cases.pairs_and_signs[blocks_for(n, 128)](cuda(a), lo, hi, s)
+    nxt = np.append(a[1:], a[-1:])
+    np.testing.assert_array_equal(host(lo), np.minimum(a, nxt))
+    np.testing.assert_array_equal(host(hi), np.maximum(a, nxt))
+    np.testing.assert_array_equal(host(s), np.sign(a).astype(np.int32))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (130, 7), (1000, 65)])
+def test_device_function_takes_a_tensor(cases, shape):
+    m = np.random.default_rng(shape[1]).integers(-8, 9, shape).astype(np.float32)   # exact sums
+    out = cuda(np.full(shape[0], np.nan, np.float32))
+    cases.row_sums[blocks_for(shape[0], 128)](cuda(m), out)
+    np.testing.assert_array_equal(host(out), m.sum(axis=1))
+
+
+@pytest.mark.parametrize("n", [1, 50, 93])
+def test_tuple_assignment_swaps(cases, n):
+    out = cuda(np.full(n, -1, np.int64))
+    cases.fibonacci[blocks_for(n, 128)](out)
+    fib = [0, 1]
+    while len(fib) < n:
+        fib.append(fib[-1] + fib[-2])
+    np.testing.assert_array_equal(host(out), np.array(fib[:n], np.int64))

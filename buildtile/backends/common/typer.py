@@ -3,7 +3,9 @@
 It walks statements and expressions, reports diagnostics, and owns every
 *scalar* rule, so a scalar expression means the same in SIMT and Tile
 kernels: literals are weakly typed (they take the type of what they meet,
-and default to i64/f32), constant expressions fold, arithmetic, comparisons
+and default to i64/f32), typed values of different types meet by lossless
+widening (or an integer meets a float and takes the float's type; see
+:func:`promoted`), constant expressions fold, arithmetic, comparisons
 (chained ones too), ``and``/``or``/``not``, conditional expressions and
 casts follow one set of rules. A language's typer extends :class:`BaseTyper`
 with its own statements and values (thread geometry, tiles ...) and overrides
@@ -238,6 +240,9 @@ class BaseTyper:
             return self.literal(self.consts[name], node)
         if name in ("True", "False"):
             return ir.Const(BOOL, value=name == "True", src=node)
+        if name in _module_strings(self.src.module_ast):
+            self.fail("BT0200", node, f"`{name}` is a string: strings are not kernel values",
+                      label="a module-level string", help=f"{self.kernels} compute on numbers and booleans")
         self.fail("BT0425", node, f"cannot find value `{name}` in this scope", label="not found",
                   help="kernels see their parameters, their locals and module-level constants")
 
@@ -402,14 +407,15 @@ class BaseTyper:
             return WEAK_FLOAT
         if isinstance(lt, Weak) or isinstance(rt, Weak):
             weak, strong = (lt, rt) if isinstance(lt, Weak) else (rt, lt)
-            if weak.kind == "float" and not strong.is_float:
-                self.type_mismatch(node, "this operation", str(strong), weak,
-                                   help="cast explicitly, e.g. `f32(...)`, or use an integer literal")
             if strong == BOOL:
                 self.type_mismatch(node, "this operation", "numbers", strong)
+            if weak.kind == "float" and not strong.is_float:
+                return weak.default   # an integer meeting a float takes the float's type
             return strong
-        self.type_mismatch(node, "this operation", str(lt), rt,
-                           help=f"cast one side explicitly, e.g. `{lt}(...)` or `{rt}(...)`")
+        ty = promoted(lt, rt)
+        if ty is None:
+            self.type_mismatch(node, "this operation", str(lt), rt, help=_mix_help(lt, rt))
+        return ty
 
     def unify_all(self, values: list[ir.Expr], node: ast.AST):
         ty = self.value_type(values[0].ty)
@@ -418,7 +424,8 @@ class BaseTyper:
         return ty
 
     def coerce(self, value: ir.Expr, ty, node: ast.AST) -> ir.Expr:
-        """Give a weakly typed value the concrete type ``ty``, or check they agree."""
+        """Give a weakly typed value the concrete type ``ty``, convert a typed one that
+        :func:`converts` implicitly, or refuse the mix."""
         vt = self.value_type(value.ty)
         if isinstance(ty, Weak) or vt == ty:
             return value
@@ -428,6 +435,8 @@ class BaseTyper:
             if ty == BOOL:
                 self.type_mismatch(node, "this value", "bool", vt)
             return self.retype(value, ty)
+        if isinstance(vt, Scalar) and isinstance(ty, Scalar) and converts(vt, ty):
+            return ir.Cast(ty, value=value, src=value.src or node)
         self.type_mismatch(node, "this value", str(ty), vt, help=f"cast explicitly: `{ty}(...)`")
 
     def retype(self, value: ir.Expr, ty: Scalar) -> ir.Expr:
@@ -465,6 +474,43 @@ class BaseTyper:
                     e.value = float(e.value) if e.ty.is_float else int(e.value)
 
 
+_NUMERIC = ("int", "uint", "float")
+
+
+def widens(src: Scalar, dst: Scalar) -> bool:
+    """``dst`` holds every value of ``src`` exactly and is of its kind: i32 -> i64, u32 -> u64,
+    f16/bf16 -> f32 -> f64 (f16 and bf16 hold different values: neither widens to the other)."""
+    return src.kind == dst.kind and src.kind in _NUMERIC and dst.bits > src.bits
+
+
+def converts(src: Scalar, dst: Scalar) -> bool:
+    """A value of ``src`` becomes a ``dst`` without a cast: a lossless widening, or an
+    integer becoming a float (the float's precision is what the program asked for)."""
+    return src == dst or widens(src, dst) or (src.is_int and dst.is_float)
+
+
+def promoted(a: Scalar, b: Scalar) -> Scalar | None:
+    """The type two different typed scalars meet in, or None when the mix must be a cast:
+    the wider of one kind, the float when an integer meets a float (as in Triton);
+    signed with unsigned, f16 with bf16 and anything with bool stay explicit."""
+    if widens(a, b):
+        return b
+    if widens(b, a):
+        return a
+    if a.kind in _NUMERIC and b.kind in _NUMERIC and a.is_float != b.is_float:
+        return a if a.is_float else b
+    return None
+
+
+def _mix_help(a: Scalar, b: Scalar) -> str:
+    if a.is_int and b.is_int and a.kind != b.kind:
+        signed, unsigned = (a, b) if a.kind == "int" else (b, a)
+        wide = SCALARS["i64"] if max(a.bits, b.bits) < 64 else signed
+        return (f"signed and unsigned integers do not mix implicitly; cast one side, "
+                f"e.g. `{wide}(...)` or `{unsigned}(...)`")
+    return f"cast one side explicitly, e.g. `{a}(...)` or `{b}(...)`"
+
+
 def assigned_names(stmt: ast.stmt, deep: bool = False) -> set[str]:
     """Plain names a statement binds (``deep``: in nested blocks too)."""
     if deep:
@@ -476,6 +522,13 @@ def assigned_names(stmt: ast.stmt, deep: bool = False) -> set[str]:
         elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For)):
             nodes = list(ast.walk(stmt.target))
     return {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _module_strings(module_ast: ast.Module) -> set[str]:
+    """Module-level names bound to a string literal."""
+    return {t.id for stmt in module_ast.body if isinstance(stmt, (ast.Assign, ast.AnnAssign))
+            and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+            for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]) if isinstance(t, ast.Name)}
 
 
 def is_intlike(ty) -> bool:

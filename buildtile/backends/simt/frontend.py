@@ -7,6 +7,11 @@ settle. The scalar rules are the shared ones of
 ``buildtile.backends.common.typer``; this module adds SIMT's statements,
 parameters, element indexing and device functions (its calls are in
 ``intrinsics``).
+
+It also makes the ThreadIndex witnesses the ownership checker relies on:
+``index_Nd()``, ``grid(N)``, the spelled-out ``thread_idx.x + block_idx.x *
+block_dim.x``, and a 1-D witness stepped only by the grid's total threads
+(see ``ownership`` for why each is this thread's own).
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from buildtile.backends.simt import ir
 from buildtile.backends.simt.intrinsics import SimtCalls
 from buildtile.backends.simt.params import SIMT_MODULE, TYPES_MODULE, parse_param_type, scalar_of
 from buildtile.backends.simt.types import (
-    I64, Scalar, ShapeT, SharedT, SliceT, TensorT, VOID, WEAK_INT, Weak, WitnessT, WitnessTupleT, value_type,
+    I64, Scalar, ShapeT, SharedT, SliceT, TensorT, TupleT, ValuesT, VOID, WEAK_INT, Weak, WitnessT, WitnessTupleT,
+    value_type,
 )
 from buildtile.diagnostics import Diagnostic
 from buildtile.discovery import resolve_dotted
@@ -111,6 +117,24 @@ _UNSUPPORTED_HELP = {
 }
 
 
+def _indexes_in_several_dims(fn: ast.AST, ns: dict[str, str]) -> bool:
+    """``fn`` calls ``index_2d()``, ``index_3d()``, ``grid(2)`` or ``grid(3)``."""
+    for n in ast.walk(fn):
+        if not isinstance(n, ast.Call):
+            continue
+        name = resolve_dotted(n.func, ns)
+        one_axis = bool(n.args) and isinstance(n.args[0], ast.Constant) and n.args[0].value == 1
+        if name in (SIMT_MODULE + ".index_2d", SIMT_MODULE + ".index_3d") or (name == SIMT_MODULE + ".grid" and not one_axis):
+            return True
+    return False
+
+
+def _always_returns(body: list[ir.Stmt]) -> bool:
+    """Every path through ``body`` ends in a ``return`` (an ``if`` whose branches both do counts)."""
+    return any(isinstance(s, ir.Return) or (isinstance(s, ir.If) and _always_returns(s.then)
+                                            and _always_returns(s.orelse)) for s in body)
+
+
 class _KernelTyper(SimtCalls):
     """Types one kernel, or with ``device_fn`` one ``@simt.device`` function."""
 
@@ -130,7 +154,12 @@ class _KernelTyper(SimtCalls):
         self.unsafe_depth = 0
         self.index_dims: set[int] = set()
         self.shared: dict[str, ir.Param] = {}
+        #: locals bound once, at the top of the body: their value is the same wherever they are read
+        self.stable: dict[str, ir.Expr] = {}
+        self.depth = 0
         body_node = device_fn if device_fn is not None else source.node
+        #: a kernel indexing with index_2d()/index_3d() keeps the spelled-out 1-D index a plain integer
+        self.multi_dim = _indexes_in_several_dims(body_node, self.ns)
         #: how often each name is bound in the function (a loop variable counts twice)
         self.assign_counts: dict[str, int] = {}
         for node in ast.walk(body_node):
@@ -166,10 +195,11 @@ class _KernelTyper(SimtCalls):
             self.error("BT0200", fn, "device functions take plain positional parameters only")
         params = []
         for a in args.args:
-            ty = scalar_of(a.annotation, self.ns) if a.annotation is not None else None
+            ty, _ = parse_param_type(a.annotation, self.ns)
             if ty is None:
-                self.error("BT0308", a.annotation or a, f"parameter `{a.arg}` of device function `{fn.name}` needs a scalar type",
-                           help="device functions take scalars (f32, i64, ...); index arrays in the kernel and pass values")
+                self.error("BT0308", a.annotation or a, f"parameter `{a.arg}` of device function `{fn.name}` needs a type",
+                           help="device functions take scalars (f32, i64, ...) and arrays "
+                                "(Slice[T], DisjointSlice[T], AtomicSlice[T], Tensor[T, rank], DisjointTensor[T, rank])")
                 self.poisoned.add(a.arg)
                 continue
             p = ir.Param(a.arg, ty, a)
@@ -178,19 +208,50 @@ class _KernelTyper(SimtCalls):
         if fn.returns is None or (isinstance(fn.returns, ast.Constant) and fn.returns.value is None):
             self.ret = VOID
         else:
-            self.ret = scalar_of(fn.returns, self.ns)
+            self.ret = self.result_type(fn.returns)
             if self.ret is None:
-                self.fail("BT0308", fn.returns, f"device function `{fn.name}` must return a scalar type")
+                self.fail("BT0308", fn.returns, f"device function `{fn.name}` must return a scalar type "
+                          "or a tuple of them", help="annotate e.g. `-> f32` or `-> tuple[f32, i64]`")
         body = self.copy_reassigned_params(fn, params) + self.block(fn.body)
-        if self.ret != VOID and not self.diagnostics and not (body and isinstance(body[-1], ir.Return)):
+        if self.ret != VOID and not self.diagnostics and not _always_returns(body):
             self.error("BT0308", fn, f"device function `{fn.name}` must end with `return <{self.ret}>`",
                        help="every path of a function with a result returns a value")
         local_types = {name: self._final_type(loc.ty) for name, loc in self.locals.items()}
         self.finalize(body)
         return ir.FunctionIR(fn.name, params, local_types, body, self.ret)
 
+    def result_type(self, node: ast.AST):
+        """A device function's result annotation: a scalar, or ``tuple[T, ...]`` of scalars."""
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "tuple"
+                and "tuple" not in self.ns):
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            elems = tuple(scalar_of(t, self.ns) for t in items)
+            return TupleT(elems) if len(elems) > 1 and None not in elems and VOID not in elems else None
+        return scalar_of(node, self.ns)
+
+    def device_arg(self, node: ast.AST, param: ir.Param) -> ir.Expr:
+        """An argument of a device function call: a scalar converts as a store does; an array
+        parameter is passed as it is, of the very type the function declares."""
+        if not isinstance(param.ty, (SliceT, TensorT)):
+            return self.coerce(self.expr(node), param.ty, node)
+        if not (isinstance(node, ast.Name) and node.id in self.params and node.id not in self.locals):
+            self.fail("BT0308", node, f"parameter `{param.name}` takes an array ({param.ty})",
+                      help="pass an array parameter of the kernel by name")
+        arg = self.params[node.id]
+        if arg.ty != param.ty:
+            self.type_mismatch(node, f"parameter `{param.name}`", param.ty, arg.ty,
+                               help="declare the function's parameter with the argument's kind, element type and rank")
+        return ir.ParamRef(arg.ty, name=arg.name, src=node)
+
     def declare_local(self, name: str, ty: Scalar) -> None:
         self.locals[name] = _Local(ty)
+
+    def block(self, stmts: list[ast.stmt]) -> list[ir.Stmt]:
+        self.depth += 1
+        try:
+            return super().block(stmts)
+        finally:
+            self.depth -= 1
 
     def param_value(self, param: ir.Param) -> ir.Expr:
         return ir.ParamRef(param.ty, name=param.name, src=param.src)
@@ -224,16 +285,63 @@ class _KernelTyper(SimtCalls):
         self.fail("BT0200", target, "cannot assign to this expression")
 
     def assign_tuple(self, target: ast.Tuple, value_node: ast.AST, node: ast.stmt):
+        if not all(isinstance(e, ast.Name) for e in target.elts):
+            self.fail("BT0200", target, "a tuple assignment binds plain names",
+                      help="assign elements one at a time: `c[i] = a`")
+        if isinstance(value_node, ast.Tuple):
+            return self.assign_values(target, value_node, node)
         value = self.expr(value_node)
+        if isinstance(value.ty, ValuesT):
+            if len(target.elts) != len(value.values):
+                self.fail("BT0308", target, f"`{ast.unparse(value_node)}` gives {len(value.values)} values, "
+                          f"{len(target.elts)} names unpack it", help=f"unpack it into {len(value.values)} names")
+            return [self.bind(t, v, node) for t, v in zip(target.elts, value.values)]
+        if isinstance(value.ty, TupleT):
+            return self.unpack_call(target, value, node)
         if not isinstance(value.ty, WitnessTupleT):
-            self.fail("BT0200", target, "tuple unpacking is only supported for `simt.index_2d()`/`index_3d()`")
-        if len(target.elts) != value.ty.dims or not all(isinstance(e, ast.Name) for e in target.elts):
-            self.fail("BT0308", target, f"`index_{value.ty.dims}d()` gives {value.ty.dims} indices",
+            self.fail("BT0308", value_node, f"cannot unpack a value of type {value.ty}",
+                      help="unpack a tuple `a, b = b, a`, `simt.index_2d()`, `simt.grid(2)` or a device function's tuple")
+        call = f"grid({value.ty.dims})" if value.ty.x_first else f"index_{value.ty.dims}d()"
+        if len(target.elts) != value.ty.dims:
+            self.fail("BT0308", target, f"`simt.{call}` gives {value.ty.dims} indices",
                       help=f"unpack it into {value.ty.dims} names")
         out = []
-        for axis, name_node in enumerate(target.elts):
+        for k, name_node in enumerate(target.elts):
+            axis = value.ty.dims - 1 - k if value.ty.x_first else k
             component = ir.ThreadIndex(WitnessT(value.ty.dims, axis), dims=value.ty.dims, src=value_node)
             out.append(self.bind(name_node, component, node))
+        return out
+
+    def assign_values(self, target: ast.Tuple, value_node: ast.Tuple, node: ast.stmt):
+        """``a, b = b, a``: every value is read before any name is bound, as in Python."""
+        if len(target.elts) != len(value_node.elts):
+            self.fail("BT0308", node, f"{len(value_node.elts)} values are assigned to {len(target.elts)} names")
+        if any(isinstance(e, ast.Starred) for e in value_node.elts):
+            self.fail("BT0200", value_node, "starred values are not supported in kernels")
+        names = {t.id for t in target.elts}
+        read = {n.id for v in value_node.elts for n in ast.walk(v) if isinstance(n, ast.Name)}
+        values = [self.expr(v) for v in value_node.elts]
+        if not names & read:
+            return [self.bind(t, v, node) for t, v in zip(target.elts, values)]
+        # the values go through temporaries (names no Python code can spell) before the targets change
+        out, temps = [], []
+        for k, v in enumerate(values):
+            temp = ast.Name(id=f"{target.elts[k].id}.{node.lineno}.{node.col_offset}", ctx=ast.Store())
+            ast.copy_location(temp, target.elts[k])
+            out.append(self.bind(temp, v, node))
+            temps.append(ir.Var(self.locals[temp.id].ty, name=temp.id, src=value_node.elts[k]))
+        return out + [self.bind(t, v, node) for t, v in zip(target.elts, temps)]
+
+    def unpack_call(self, target: ast.Tuple, value: ir.Expr, node: ast.stmt):
+        """``x, y = f(...)`` of a device function returning a tuple: the call runs once."""
+        if len(target.elts) != len(value.ty.elems):
+            self.fail("BT0308", target, f"`{value.func}` returns {len(value.ty.elems)} values, "
+                      f"{len(target.elts)} names unpack it", help=f"unpack it into {len(value.ty.elems)} names")
+        temp = f"{value.func}.{node.lineno}.{node.col_offset}"
+        self.locals[temp] = _Local(value.ty)
+        out = [ir.Assign(name=temp, value=value, src=node)]
+        for k, t in enumerate(target.elts):
+            out.append(self.bind(t, ir.TupleItem(value.ty.elems[k], tuple=temp, index=k, src=value.src), node))
         return out
 
     def bind(self, target: ast.Name, value: ir.Expr, node: ast.stmt):
@@ -246,12 +354,17 @@ class _KernelTyper(SimtCalls):
             return ir.SharedDecl(name=name, ty=value.ty, src=node)
         if name in self.shared:
             self.fail("BT0384", target, f"cannot assign to shared array `{name}`", help=f"write its elements: `{name}[k] = ...`")
+        if isinstance(value.ty, (TupleT, ValuesT)):
+            self.fail("BT0308", node, f"`{name}` cannot hold a tuple",
+                      help=f"unpack it into names: `a, b = {ast.unparse(value.src) if value.src else '...'}`")
         if isinstance(value.ty, (SliceT, TensorT, ShapeT, WitnessTupleT)):
             self.fail("BT0308", node, f"`{name}` cannot hold a value of type {value.ty}",
                       help="index the parameter directly, or unpack index_Nd() into names")
         if value.ty == VOID:
             self.fail("BT0308", node, "this call returns nothing")
         local = self.locals.get(name)
+        if local is None and self.depth == 1 and self.assign_counts.get(name, 0) == 1:
+            self.stable[name] = value
         if local is None:
             ty = self.refined.get(name, value.ty)
             if isinstance(value.ty, WitnessT):
@@ -267,10 +380,15 @@ class _KernelTyper(SimtCalls):
                 self.type_mismatch(value.src or node, f"`{name}`", ty, value.ty)
             self.locals[name] = _Local(ty)
             return ir.Assign(name=name, value=value, src=node)
+        if local.witness and self.grid_stride_step(name, local, value):
+            return ir.Assign(name=name, value=value, src=node)
         if local.witness:
+            stride = isinstance(local.ty, WitnessT) and local.ty.dims == 1
             self.fail("BT0384", target, f"cannot assign twice to thread index `{name}`",
-                      label="a ThreadIndex witness is immutable",
-                      help=f"compute into a new name, e.g. `k = {name} + 1`; only `{name}` itself can index a disjoint write")
+                      label="a ThreadIndex witness is immutable" + (
+                          ", but for a step of the grid's total threads" if stride else ""),
+                      help=f"compute into a new name, e.g. `k = {name} + 1`; only `{name}` itself can index a disjoint write"
+                      + (f"; a grid-stride loop steps `{name} += simt.gridsize(1)`" if stride else ""))
         if isinstance(local.ty, Weak) and not isinstance(value_type(value.ty), Weak):
             self.refine(name, value_type(value.ty), node)
             return ir.Assign(name=name, value=value, src=node)
@@ -328,7 +446,10 @@ class _KernelTyper(SimtCalls):
                       label=f"`{name}` is {what}, which the loop would reassign",
                       help="give the loop its own variable name")
         existing = self.locals.get(name)
-        if existing is None:
+        if existing is None and self.grid_stride_range(name, start, step):
+            # range(index_1d(), n, <grid's total threads>): every value is in this thread's residue class
+            self.locals[name] = _Local(WitnessT(1, 0), witness=True)
+        elif existing is None:
             self.locals[name] = _Local(self.refined.get(name, ty))
         elif isinstance(existing.ty, Weak) and not isinstance(ty, Weak):
             self.refine(name, ty, node.target)
@@ -358,6 +479,13 @@ class _KernelTyper(SimtCalls):
                 return ir.Return(src=node)
             if node.value is None:
                 self.fail("BT0308", node, f"device function `{self.device_fn.name}` returns {self.ret}")
+            if isinstance(self.ret, TupleT):
+                items = node.value.elts if isinstance(node.value, ast.Tuple) else None
+                if items is None or len(items) != len(self.ret.elems):
+                    self.fail("BT0308", node.value, f"device function `{self.device_fn.name}` returns {self.ret}",
+                              help=f"return {len(self.ret.elems)} values: `return a, b`")
+                return ir.Return(values=[self.coerce(self.expr(v), t, v) for v, t in zip(items, self.ret.elems)],
+                                 src=node)
             return ir.Return(value=self.coerce(self.expr(node.value), self.ret, node.value), src=node)
         if node.value is not None:
             self.fail("BT0308", node.value, "kernels return nothing",
@@ -382,6 +510,57 @@ class _KernelTyper(SimtCalls):
             return ir.ParamRef(self.params[name].ty, name=name, src=node)
         return None
 
+    # ------------------------------------------------------------ values that prove ownership
+    def resolved(self, e: ir.Expr) -> ir.Expr:
+        """``e``, or the value of the stable local it reads."""
+        while isinstance(e, ir.Var) and e.name in self.stable:
+            e = self.stable[e.name]
+        return e
+
+    def geometry(self, e: ir.Expr) -> str | None:
+        """``"thread_idx.x"`` ... when ``e`` is that geometry value."""
+        e = self.resolved(e)
+        return e.name if isinstance(e, ir.Intrinsic) and e.name.split(".")[0] in _GEOMETRY else None
+
+    def is_grid_total(self, e: ir.Expr) -> bool:
+        """``e`` is the grid's total threads along x: ``grid_dim.x * block_dim.x`` in either order
+        (``simt.gridsize(1)`` is spelled so)."""
+        e = self.resolved(e)
+        return (isinstance(e, ir.BinOp) and e.op == "*"
+                and {self.geometry(e.lhs), self.geometry(e.rhs)} == {"grid_dim.x", "block_dim.x"})
+
+    def grid_stride_step(self, name: str, local: _Local, value: ir.Expr) -> bool:
+        """``i += <grid's total threads>`` of a 1-D witness: ``i`` stays in this thread's residue
+        class modulo the total threads, which no other thread's index enters."""
+        if not (isinstance(local.ty, WitnessT) and local.ty.dims == 1 and isinstance(value, ir.BinOp)
+                and value.op == "+"):
+            return False
+        for own, step in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
+            if isinstance(own, ir.Var) and own.name == name and self.is_grid_total(step):
+                return True
+        return False
+
+    def grid_stride_range(self, name: str, start: ir.Expr, step: ir.Expr) -> bool:
+        """``for name in range(<1-D witness>, n, <grid's total threads>)``, the loop its only binding."""
+        return (start.ty == WitnessT(1, 0) and self.is_grid_total(step)
+                and self.assign_counts.get(name, 0) == 2 and name not in self.params)
+
+    def binop(self, op: str, lhs: ir.Expr, rhs: ir.Expr, node: ast.AST, lnode: ast.AST, rnode: ast.AST) -> ir.Expr:
+        result = super().binop(op, lhs, rhs, node, lnode, rnode)
+        if op == "+" and not self.multi_dim and self.spells_index_1d(lhs, rhs):
+            self.index_dims.add(1)
+            return ir.ThreadIndex(WitnessT(1, 0), dims=1, src=node)
+        return result
+
+    def spells_index_1d(self, lhs: ir.Expr, rhs: ir.Expr) -> bool:
+        """``thread_idx.x + block_idx.x * block_dim.x``, the terms and factors in any order."""
+        for tid, base in ((lhs, rhs), (rhs, lhs)):
+            base = self.resolved(base)
+            if (self.geometry(tid) == "thread_idx.x" and isinstance(base, ir.BinOp) and base.op == "*"
+                    and {self.geometry(base.lhs), self.geometry(base.rhs)} == {"block_idx.x", "block_dim.x"}):
+                return True
+        return False
+
     def expr_Attribute(self, node: ast.Attribute):
         # thread geometry: simt.thread_idx.x ...
         dotted = resolve_dotted(node, self.ns)
@@ -393,13 +572,31 @@ class _KernelTyper(SimtCalls):
                 return ir.Intrinsic(I64, name=f"{parts[0]}.{parts[1]}", src=node)
             self.fail("BT0425", node, f"`simt.{'.'.join(parts)}` is not a value",
                       help="thread geometry is simt.thread_idx/block_idx/block_dim/grid_dim with .x, .y or .z")
+        if isinstance(node.value, ast.Name) and node.attr == "size" and (
+                node.value.id in self.params or node.value.id in self.shared):
+            return self.array_size(node)
         if isinstance(node.value, ast.Name) and node.value.id in self.params and node.attr == "shape":
             ty = self.params[node.value.id].ty
             if not isinstance(ty, (SliceT, TensorT)):
                 self.type_mismatch(node, "`.shape`", "a slice or tensor", ty)
             return ir.ParamRef(ShapeT(ty.rank), name=node.value.id, src=node)
         self.fail("BT0425", node, f"no attribute `{ast.unparse(node)}` in kernels",
-                  help="parameters have `.shape`; thread geometry is under `simt.`")
+                  help="parameters have `.shape` and `.size`; thread geometry is under `simt.`")
+
+    def array_size(self, node: ast.Attribute) -> ir.Expr:
+        """``a.size``: the element count, as NumPy's (``len`` of a slice, the product of a tensor's shape)."""
+        name = node.value.id
+        if name in self.shared:
+            return self.call_len(ast.copy_location(ast.Call(func=ast.Name("len"), args=[node.value], keywords=[]), node))
+        ty = self.params[name].ty
+        if not isinstance(ty, (SliceT, TensorT)):
+            self.type_mismatch(node, "`.size`", "a slice or tensor", ty)
+        if isinstance(ty, SliceT):
+            return ir.Len(I64, param=name, src=node)
+        size = ir.Shape(I64, param=name, axis=0, src=node)
+        for axis in range(1, ty.rank):
+            size = ir.BinOp(I64, op="*", lhs=size, rhs=ir.Shape(I64, param=name, axis=axis, src=node), src=node)
+        return size
 
     def expr_Subscript(self, node: ast.Subscript):
         base = node.value
@@ -456,6 +653,8 @@ class _KernelTyper(SimtCalls):
             return self.cast_call(node, dotted)
         if dotted and dotted.startswith("math."):
             return self.call_math(node, dotted[5:])
+        if dotted in (SIMT_MODULE + ".grid", SIMT_MODULE + ".gridsize"):
+            return self.call_grid(node, dotted[len(SIMT_MODULE) + 1:])
         if dotted and dotted.startswith(SIMT_MODULE + "."):
             return self.call_simt(node, dotted[len(SIMT_MODULE) + 1:])
         if isinstance(func, ast.Name) and func.id in self.functions.defs and func.id not in self.locals:
@@ -470,6 +669,20 @@ class _KernelTyper(SimtCalls):
                       if is_kernel else "decorate it with `@simt.device` to call it from kernels")
         self.fail("BT0425", func, f"cannot find function `{ast.unparse(func)}` for kernels",
                   help="kernels call casts (f32(x)), len(), math functions and simt intrinsics")
+
+    def call_grid(self, node: ast.Call, name: str) -> ir.Expr:
+        """numba's spellings: ``grid(n)`` is this thread's index along x (, y (, z)), ``gridsize(n)``
+        the grid's total threads along each axis; x comes first, as in ``cuda.grid``."""
+        dims = fold_constant(node.args[0], self.consts) if len(node.args) == 1 else None
+        if dims not in (1, 2, 3) or isinstance(dims, bool):
+            self.fail("BT0308", node, f"`simt.{name}(n)` takes one constant number of axes: 1, 2 or 3")
+        if name == "grid":
+            self.index_dims.add(dims)
+            ty = WitnessT(1, 0) if dims == 1 else WitnessTupleT(dims, x_first=True)
+            return ir.ThreadIndex(ty, dims=dims, src=node)
+        totals = [ir.BinOp(I64, op="*", lhs=ir.Intrinsic(I64, name=f"grid_dim.{axis}", src=node),
+                           rhs=ir.Intrinsic(I64, name=f"block_dim.{axis}", src=node), src=node) for axis in "xyz"[:dims]]
+        return totals[0] if dims == 1 else ir.Values(ValuesT(dims), values=totals, src=node)
 
     # ------------------------------------------------------------ typing
     def value_type(self, ty):

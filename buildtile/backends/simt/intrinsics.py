@@ -47,7 +47,7 @@ class SimtCalls(BaseTyper):
         if len(node.args) != len(fn.params):
             self.fail("BT0308", node, f"`{name}` takes {len(fn.params)} argument{'s' if len(fn.params) != 1 else ''}, "
                       f"{len(node.args)} given")
-        args = [self.coerce(self.expr(a), p.ty, a) for a, p in zip(node.args, fn.params)]
+        args = [self.device_arg(a, p) for a, p in zip(node.args, fn.params)]
         return ir.Call(fn.ret, func=name, args=args, src=node)
 
     def call_len(self, node: ast.Call):
@@ -156,8 +156,8 @@ class SimtCalls(BaseTyper):
                 self.fail("BT0308", node, f"`simt.{name}(predicate)` takes 1 argument")
             pred = self.condition(node.args[0])
             return ir.Intrinsic(U32 if name == "ballot" else BOOL, name=f"vote_{name}", args=[pred], src=node)
-        known = ["index_1d", "index_2d", "index_3d", "sync_threads", "lane_id", "warp_id", "shared_array",
-                 "shfl_down", "shfl_xor", "shfl_idx", "ballot", "any", "all"]
+        known = ["index_1d", "index_2d", "index_3d", "grid", "gridsize", "sync_threads", "lane_id", "warp_id",
+                 "shared_array", "dynamic_shared_array", "shfl_down", "shfl_xor", "shfl_idx", "ballot", "any", "all"]
         close = difflib.get_close_matches(name, known, n=1)
         self.fail("BT0425", node.func, f"cannot find function `simt.{name}`",
                   help=f"did you mean `simt.{close[0]}`?" if close else f"simt functions: {', '.join(known)}")

@@ -59,6 +59,21 @@ class Call(Expr):
 
 
 @dataclass(eq=False)
+class TupleItem(Expr):
+    """Element ``index`` of the tuple a device function returned into the local ``tuple``."""
+
+    tuple: str = ""
+    index: int = 0
+
+
+@dataclass(eq=False)
+class Values(Expr):
+    """Several values unpacked at once (``w, h = simt.gridsize(2)``); only a tuple assignment reads it."""
+
+    values: list[Expr] = field(default_factory=list)
+
+
+@dataclass(eq=False)
 class AtomicOp(Expr):
     """``p.atomic_add(i, v)`` and friends on an AtomicSlice; gives the old value."""
 
@@ -120,6 +135,7 @@ class Continue(Stmt):
 @dataclass(eq=False)
 class Return(Stmt):
     value: Expr | None = None   # only device functions return values
+    values: list[Expr] = field(default_factory=list)   # `return a, b` of a function returning a tuple
 
 
 @dataclass(eq=False)
@@ -139,7 +155,7 @@ class Unsafe(Stmt):
 
 @dataclass
 class FunctionIR:
-    """A ``@simt.device`` function: scalar parameters, a scalar (or no) result."""
+    """A ``@simt.device`` function: scalar and array parameters, a scalar, a tuple or no result."""
 
     name: str
     params: list[Param]

@@ -55,10 +55,33 @@ class WitnessT:
 
 @dataclass(frozen=True)
 class WitnessTupleT:
+    """``index_Nd()`` (slowest axis first: row, col) or ``grid(N)`` (x first: col, row)."""
+
     dims: int
+    x_first: bool = False
 
     def __str__(self) -> str:
         return f"ThreadIndex{self.dims}D"
+
+
+@dataclass(frozen=True)
+class TupleT:
+    """The result of a device function that returns several scalars."""
+
+    elems: tuple
+
+    def __str__(self) -> str:
+        return f"tuple[{', '.join(str(e) for e in self.elems)}]"
+
+
+@dataclass(frozen=True)
+class ValuesT:
+    """A tuple of values the typer unpacks at once (``simt.gridsize(2)``); never stored."""
+
+    count: int
+
+    def __str__(self) -> str:
+        return f"a tuple of {self.count} values"
 
 
 @dataclass(frozen=True)

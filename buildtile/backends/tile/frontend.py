@@ -167,7 +167,7 @@ class _Typer(TileOperations):
                 self.type_mismatch(node, f"`{name}`", existing, ty,
                                    help="a name keeps one tile type (dtype and shape); use a new name or .astype()")
             return ir.Assign(name=name, value=value, src=node)
-        return ir.Assign(name=name, value=self.coerce(value, value_type(existing), node), src=node)
+        return ir.Assign(name=name, value=self.coerce(value, value_type(existing), value.src or node), src=node)
 
     def stmt_For(self, node: ast.For):
         if node.orelse:

@@ -4,7 +4,7 @@ from buildtile.types import AtomicSlice, DisjointSlice, DisjointTensor, Slice, T
 
 
 @simt.kernel(block=256)
-def k(n: i32, c: DisjointSlice[i64]):
+def k(n: i32, c: DisjointSlice[i32]):
     i = simt.index_1d()
     if i < len(c):
         c[i] = i + n

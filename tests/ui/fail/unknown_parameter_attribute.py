@@ -6,5 +6,5 @@ from buildtile.types import DisjointSlice, Slice, f32
 @simt.kernel(block=256)
 def k(x: Slice[f32], c: DisjointSlice[f32]):
     i = simt.index_1d()
-    if i < x.size:
+    if i < x.length:
         c[i] = x[i]

@@ -19,7 +19,7 @@ from buildtile.backends.common.llvm import (
     round_half,
 )
 from buildtile.backends.simt import ir
-from buildtile.backends.simt.types import value_type
+from buildtile.backends.simt.types import TensorT, value_type
 
 #: the parameter kinds nothing writes during a launch
 _READ_ONLY_KINDS = ("slice", "tensor")
@@ -47,7 +47,17 @@ class ExpressionLowering:
         return self.params[e.param].shape[e.axis]
 
     def expr_Call(self, e: ir.Call) -> lir.Value:
-        return self.b.call(self.device_fns[e.func], [self.expr(a) for a in e.args])
+        args = []
+        for a in e.args:
+            value = self.expr(a)
+            if isinstance(value, ArrayArg):   # an array: its data, extents and (a tensor's) strides
+                args += [value.data, *value.shape, *(value.strides if isinstance(a.ty, TensorT) else [])]
+            else:
+                args.append(value)
+        return self.b.call(self.device_fns[e.func], args)
+
+    def expr_TupleItem(self, e: ir.TupleItem) -> lir.Value:
+        return self.b.extract_value(self.b.load(self.slots[e.tuple]), e.index)
 
     # ------------------------------------------------------------ memory
     def index(self, e: ir.Expr) -> lir.Value:

@@ -8,6 +8,7 @@ import llvmlite.ir as lir
 from buildtile.backends.common.entry import ArrayArg, FunctionBody, kernel_entry, open_body
 from buildtile.backends.common.llvm import (
     I1,
+    GLOBAL_PTR,
     I64,
     SHARED_PTR,
     VOID,
@@ -38,8 +39,9 @@ def lower_to_llvm(kernel: ir.KernelIR, params: list[dict], symbol: str, contract
     # device functions: internal and always inlined, declared first so that calls resolve in any order
     device_fns = {}
     for name, fn_ir in kernel.functions.items():
-        ret = VOID if fn_ir.ret == types.VOID else reg_type(fn_ir.ret)
-        llvm_fn = lir.Function(module, lir.FunctionType(ret, [reg_type(p.ty) for p in fn_ir.params]), f"{symbol}.{name}")
+        ret = VOID if fn_ir.ret == types.VOID else slot_type(fn_ir.ret)
+        args = [t for p in fn_ir.params for t in arg_types(p.ty)]
+        llvm_fn = lir.Function(module, lir.FunctionType(ret, args), f"{symbol}.{name}")
         llvm_fn.linkage = "internal"
         llvm_fn.attributes.add("alwaysinline")
         device_fns[name] = llvm_fn
@@ -48,6 +50,24 @@ def lower_to_llvm(kernel: ir.KernelIR, params: list[dict], symbol: str, contract
     lowering = _Lowering(kernel, symbol, contract, module, device_fns)
     lowering.bounds_sites = bounds_sites or {}
     return lowering.run(params)
+
+
+def slot_type(ty) -> lir.Type:
+    """The LLVM type a local or a result of IR type ``ty`` is kept in."""
+    if isinstance(ty, WitnessT):
+        return I64
+    if isinstance(ty, types.TupleT):
+        return lir.LiteralStructType([reg_type(t) for t in ty.elems])
+    return reg_type(ty)
+
+
+def arg_types(ty) -> list[lir.Type]:
+    """A device function parameter's LLVM arguments: a scalar, or an array's data, extents (and strides)."""
+    if isinstance(ty, types.SliceT):
+        return [GLOBAL_PTR, I64]
+    if isinstance(ty, types.TensorT):
+        return [GLOBAL_PTR] + [I64] * (2 * ty.rank)
+    return [reg_type(ty)]
 
 
 class _Lowering(StatementLowering, ExpressionLowering, IntrinsicLowering, BoundsChecks):
@@ -76,8 +96,7 @@ class _Lowering(StatementLowering, ExpressionLowering, IntrinsicLowering, Bounds
 
     def _alloc_locals(self) -> None:
         for name, ty in self.kernel.locals.items():
-            slot_ty = I64 if isinstance(ty, WitnessT) else reg_type(ty)
-            self.slots[name] = self.alloca_builder.alloca(slot_ty, name=name)
+            self.slots[name] = self.alloca_builder.alloca(slot_type(ty), name=name)
 
     def _close_body(self) -> None:
         if not self.b.block.is_terminated:
@@ -88,14 +107,29 @@ class _Lowering(StatementLowering, ExpressionLowering, IntrinsicLowering, Bounds
         exit_b = lir.IRBuilder(self.exit)
         if self.kernel.ret == types.VOID:
             exit_b.ret_void()
+        elif isinstance(self.kernel.ret, types.TupleT):
+            self.ret_slot = self.alloca_builder.alloca(slot_type(self.kernel.ret), name="result")
+            self.alloca_builder.store(lir.Constant(slot_type(self.kernel.ret), None), self.ret_slot)
+            exit_b.ret(exit_b.load(self.ret_slot))
         else:
             # a path that falls off the end is rejected by the typer; the zero only keeps LLVM's verifier happy
             self.ret_slot = self.alloca_builder.alloca(reg_type(self.kernel.ret), name="result")
             self.alloca_builder.store(reg_type(self.kernel.ret)(0), self.ret_slot)
             exit_b.ret(exit_b.load(self.ret_slot))
-        for p, arg in zip(self.kernel.params, fn.args):
-            arg.name = p.name
-            self.params[p.name] = arg
+        args = iter(fn.args)
+        for p in self.kernel.params:
+            values = [next(args) for _ in arg_types(p.ty)]
+            for k, v in enumerate(values):
+                v.name = p.name if k == 0 else f"{p.name}.{k}"
+            if isinstance(p.ty, types.SliceT):
+                self.params[p.name] = ArrayArg(values[0], [values[1]], [I64(1)], p.ty.elem)
+                self.param_kinds[p.name] = types.param_kind_name(p.ty)
+            elif isinstance(p.ty, types.TensorT):
+                rank = p.ty.rank
+                self.params[p.name] = ArrayArg(values[0], values[1:1 + rank], values[1 + rank:], p.ty.elem)
+                self.param_kinds[p.name] = types.param_kind_name(p.ty)
+            else:
+                self.params[p.name] = values[0]
         self._alloc_locals()
         self.stmts(self.kernel.body)
         self._close_body()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from buildtile.backends.common.llvm import reg_type, to_memory
 from buildtile.backends.simt import ir
+from buildtile.backends.simt.types import value_type
 
 
 class StatementLowering:
@@ -67,7 +68,7 @@ class StatementLowering:
         self.b.position_at_end(done)
 
     def stmt_ForRange(self, s: ir.ForRange) -> None:
-        ty = self.kernel.locals[s.var]
+        ty = value_type(self.kernel.locals[s.var])   # a grid-stride loop's variable is a witness
         signed = ty.kind == "int"
         # range() evaluates its arguments once; a hidden counter drives the loop so that
         # assigning the loop variable in the body does not change the iteration (Python semantics)
@@ -111,6 +112,11 @@ class StatementLowering:
     def stmt_Return(self, s: ir.Return) -> None:
         if s.value is not None:
             self.b.store(self.expr(s.value), self.ret_slot)
+        if s.values:
+            result = self.b.load(self.ret_slot)
+            for k, v in enumerate(s.values):
+                result = self.b.insert_value(result, self.expr(v), k)
+            self.b.store(result, self.ret_slot)
         self.b.branch(self.exit_target or self.exit)
 
     def stmt_SharedDecl(self, s: ir.SharedDecl) -> None:

@@ -1,2 +1,2 @@
 # expect: BT0308 2:12
-r = 1.0 if 0 < x < n else 0.0
+r = 1.0 if 0 < m < u else 0.0

@@ -1,2 +1,2 @@
 # expect: BT0308 2:5
-r = x + y
+r = f16(x) + bf16(x)

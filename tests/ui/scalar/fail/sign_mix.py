@@ -1,3 +1,2 @@
 # expect: BT0308 2:5
-k = n + 1.5
-r = x
+r = m + u

@@ -1,0 +1,11 @@
+# expect: BT0499 11:9
+from buildtile import simt
+from buildtile.types import DisjointSlice, DisjointTensor, Slice, Tensor, f32, i32, i64
+
+
+@simt.kernel(block=(16, 16))
+def k(c: DisjointSlice[f32], n: i64):
+    row, col = simt.index_2d()
+    if row < n and col < n:
+        c[row * n + col] = 1.0
+        c[col * n + row] = 2.0

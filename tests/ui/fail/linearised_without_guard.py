@@ -1,0 +1,9 @@
+# expect: BT0499 9:7
+from buildtile import simt
+from buildtile.types import DisjointSlice, DisjointTensor, Slice, Tensor, f32, i32, i64
+
+
+@simt.kernel(block=(16, 16))
+def k(c: DisjointSlice[f32], n: i64):
+    row, col = simt.index_2d()
+    c[row * n + col] = 1.0

@@ -1,0 +1,12 @@
+# expect: BT0200 11:9
+from buildtile import simt
+from buildtile.types import DisjointSlice, DisjointTensor, Slice, Tensor, f32, i32, i64
+
+GREETING = "hello"
+
+
+@simt.kernel(block=256)
+def k(c: DisjointSlice[f32]):
+    i = simt.index_1d()
+    s = GREETING
+    c[i] = 1.0

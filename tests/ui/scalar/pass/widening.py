@@ -1,0 +1,11 @@
+a = m + n
+b = u + u64(n)
+c = x + y
+h = f16(x) + x
+g = bf16(x) * y
+t = m * x
+k = n + m if m < n else n
+s = m
+s = s + 1
+q = i64(m)
+r = c + a + f64(b) + h + g + t + f32(k) + f32(s) + f32(q)
