@@ -67,6 +67,8 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
                         _check_own_index(expr.param, ty, expr.indices, expr.src, "read", report, orders)
                     elif ty.access == "shared" and not unsafe:
                         outside_unsafe(expr.src, f"reading shared array `{expr.param}`")
+                elif isinstance(expr, ir.AtomicOp) and params[expr.param].access == "shared" and not unsafe:
+                    outside_unsafe(expr.src, f"an atomic on shared array `{expr.param}`")
             for value in vars(stmt).values():
                 if isinstance(value, list) and value and isinstance(value[0], ir.Stmt):
                     visit(value, unsafe)
