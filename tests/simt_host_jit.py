@@ -21,7 +21,7 @@ import numpy as np
 
 from buildtile.backend import CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
-from buildtile.interop.abi import DTYPES, kernel_params
+from buildtile.interop.abi import DTYPES, kernel_params, launch_extras, trailing_params
 from buildtile.plugins import backends
 
 _SREG = re.compile(r'@"llvm\.nvvm\.read\.ptx\.sreg\.(\w+)\.([xyz])"')
@@ -60,12 +60,13 @@ class HostKernel:
         module.verify()
         self._engine = llvm.create_mcjit_compiler(module, llvm.Target.from_default_triple().create_target_machine())
         self._engine.finalize_object()
-        flat = kernel_params(self.params)
+        flat = kernel_params(self.params) + trailing_params(self.contract)
         self._fn = ctypes.CFUNCTYPE(None, *(_CTYPES[q.ctype] for q in flat))(
             self._engine.get_function_address(kernel.symbol))
 
     def __call__(self, grid: int, block: int, *args) -> None:
-        """Run every thread of a 1-D launch, one after another (arrays are written in place)."""
+        """Run every thread of a 1-D launch of ``grid`` blocks, one after another (arrays are
+        written in place); a coarsened kernel runs on fewer physical blocks, as a host launches it."""
         flat = []
         for p, arg in zip(self.params, args):
             if p["kind"] == "scalar":
@@ -77,6 +78,8 @@ class HostKernel:
                 flat.append(arg.size)
             else:
                 flat += list(arg.shape) + [s // arg.itemsize for s in arg.strides]
+        grid, trailing = launch_extras(self.contract, grid)
+        flat += trailing
         self.thread.update({"ntid.x": block, "ntid.y": 1, "ntid.z": 1, "nctaid.x": grid, "nctaid.y": 1, "nctaid.z": 1})
         for b, t in itertools.product(range(grid), range(block)):
             self.thread["ctaid.x"], self.thread["tid.x"] = b, t
