@@ -97,17 +97,22 @@ def test_brighten_u8_pixels_in_16_bit_arithmetic(memory, n):
 
 
 @pytest.mark.parametrize("n", SIZES)
-def test_widen_i8_and_u16(memory, n):
+def test_widen_i8_and_u16_device_arrays(memory, n):
+    from buildtile.runtime import DeviceArray
+    from buildtile.runtime.driver import get_driver
+
     rng = np.random.default_rng(n)
     a = rng.integers(-128, 128, n).astype(np.int8)
     b = rng.integers(0, 65536, n).astype(np.uint16)
-    wide = cuda(np.zeros(n, np.int32))
-    low = cuda(np.zeros(n, np.int16))
-    memory.widen[blocks(n, 256)](cuda(a), cuda(b), wide, low)
+    wide = DeviceArray.from_numpy(np.zeros(n, np.int32))
+    low = DeviceArray.from_numpy(np.zeros(n, np.int16))
+    memory.widen[blocks(n, 256)](DeviceArray.from_numpy(a), DeviceArray.from_numpy(b), wide, low)
+    driver = get_driver()
+    driver.synchronize(driver.context(0))
     with np.errstate(over="ignore"):
         y = (a * np.int8(3) + np.int8(1)).astype(np.int8)
-    np.testing.assert_array_equal(host(wide), y.astype(np.int32) + b.astype(np.int32))
-    np.testing.assert_array_equal(host(low), b.astype(np.int16) >> 2)
+    np.testing.assert_array_equal(wide.to_numpy(), y.astype(np.int32) + b.astype(np.int32))
+    np.testing.assert_array_equal(low.to_numpy(), b.astype(np.int16) >> 2)
 
 
 @pytest.mark.parametrize("n", SIZES)

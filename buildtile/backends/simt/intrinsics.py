@@ -1,5 +1,6 @@
-"""The calls a SIMT kernel makes: device functions, ``len``, math functions, atomics and
-the ``simt.*`` intrinsics (thread geometry, shared memory, warp shuffles and votes).
+"""The calls a SIMT kernel makes: device functions, ``len``, math functions, atomics, the
+``simt.*`` intrinsics (thread geometry, shared memory, warp shuffles and votes) and
+``buildtile.random``; and the reads of constant arrays (module-level tuples of numbers).
 
 :class:`SimtCalls` is part of the SIMT typer; it is a module of its own because
 these are the SIMT language's vocabulary, apart from its statements.
@@ -32,14 +33,14 @@ MATH_FUNCTIONS = {
 }
 #: the subset of math functions defined for integers too
 INT_MATH = {"min", "max"}
-#: the pure built-ins besides math functions (a kernel that uses only these may be coarsened)
+#: built-ins without effects besides the math functions: they keep a kernel coarsenable
 PURE_INTRINSICS = {"mulhi", "philox", "uniform", "normal"}
 #: shared arrays have at most this many axes
 MAX_SHARED_RANK = 3
 #: atomic methods: name -> (operation, values after the index)
 _ATOMIC_METHODS = {"atomic_add": ("add", 1), "atomic_min": ("min", 1), "atomic_max": ("max", 1),
                    "atomic_exchange": ("exchange", 1), "atomic_cas": ("cas", 2)}
-#: the simt functions that take keyword arguments, and which
+#: the simt functions that take keyword arguments: name -> the keywords
 _SIMT_KEYWORDS = {"shfl_down": ("width", "mask"), "shfl_up": ("width", "mask"), "shfl_xor": ("width", "mask"),
                   "shfl_idx": ("width", "mask")}
 SIMT_FUNCTIONS = ["index_1d", "index_2d", "index_3d", "sync_threads", "syncwarp", "lane_id", "warp_id",
@@ -79,8 +80,7 @@ class SimtCalls(BaseTyper):
             if shared.ty.dynamic:
                 return ir.Len(I64, param=shared.name, src=node)
             return ir.Const(I64, value=shared.ty.shape[0], src=node)
-        if len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id in self.constant_arrays \
-                and node.args[0].id not in self.locals and node.args[0].id not in self.params:
+        if len(node.args) == 1 and self.is_constant_array(node.args[0]):
             return ir.Const(I64, value=len(self.constant_arrays[node.args[0].id]), src=node)
         if len(node.args) != 1 or not (isinstance(node.args[0], ast.Name) and node.args[0].id in self.params):
             self.fail("BT0308", node, "`len()` takes one slice or tensor parameter")
