@@ -301,8 +301,6 @@ class SimtCalls(BaseTyper):
             self.fail("BT0425", node.func, f"cannot find function `random.{name}`",
                       help=f"did you mean `random.{close[0]}`?" if close
                       else f"random functions: {', '.join(RANDOM_FUNCTIONS)}")
-        if node.keywords:
-            self.fail("BT0308", node, f"`random.{name}` takes its arguments by position")
         spelled = {"philox": "seed, offset, counter, word", "uniform": "seed, offset", "normal": "seed, offset"}[name]
         if len(node.args) != arity:
             self.fail("BT0308", node, f"`random.{name}({spelled})` takes {arity} arguments")
