@@ -28,8 +28,12 @@ class ScalarType:
         return self.name
 
 
+i8 = ScalarType("i8", 8, "int")
+i16 = ScalarType("i16", 16, "int")
 i32 = ScalarType("i32", 32, "int")
 i64 = ScalarType("i64", 64, "int")
+u8 = ScalarType("u8", 8, "uint")
+u16 = ScalarType("u16", 16, "uint")
 u32 = ScalarType("u32", 32, "uint")
 u64 = ScalarType("u64", 64, "uint")
 f16 = ScalarType("f16", 16, "float")
@@ -38,7 +42,7 @@ f32 = ScalarType("f32", 32, "float")
 f64 = ScalarType("f64", 64, "float")
 bool_ = ScalarType("bool", 1, "bool")
 
-SCALAR_TYPES = {t.name: t for t in (i32, i64, u32, u64, f16, bf16, f32, f64, bool_)}
+SCALAR_TYPES = {t.name: t for t in (i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, bool_)}
 
 
 class _ParamKind:
@@ -71,6 +75,6 @@ Tensor = _ParamKind("Tensor", takes_rank=True)
 DisjointTensor = _ParamKind("DisjointTensor", takes_rank=True)
 
 __all__ = [
-    "i32", "i64", "u32", "u64", "f16", "bf16", "f32", "f64", "bool_",
+    "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64", "bool_",
     "Slice", "DisjointSlice", "AtomicSlice", "Tensor", "DisjointTensor",
 ]

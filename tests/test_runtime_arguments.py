@@ -90,9 +90,15 @@ def test_wrong_dtype_is_refused_with_both_types(ops, fake_gpu):
 
 
 def test_foreign_dtype_is_named_readably(ops, fake_gpu):
+    complex64 = FakeCudaArray(fake_gpu.allocate(80), (10,), "<c8")
+    text = refused(fake_gpu, TypeMismatchError, ops.vecadd[1], complex64, fake_gpu.array(10), fake_gpu.array(10))
+    assert "got complex64 array of shape (10,)" in text
+
+
+def test_an_int8_array_for_a_float_parameter_is_named_as_numpy_names_it(ops, fake_gpu):
     int8 = FakeCudaArray(fake_gpu.allocate(10), (10,), "|i1")
     text = refused(fake_gpu, TypeMismatchError, ops.vecadd[1], int8, fake_gpu.array(10), fake_gpu.array(10))
-    assert "got int8 array of shape (10,)" in text
+    assert "expects Slice[f32], got int8 array of shape (10,)" in text
 
 
 def test_wrong_rank_is_refused(ops, fake_gpu):

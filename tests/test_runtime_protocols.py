@@ -157,8 +157,8 @@ def test_views_know_their_byte_range_and_overlap():
 
 @pytest.mark.parametrize("typestr, name", [
     ("<f4", "f32"), ("<f8", "f64"), ("<f2", "f16"), ("<V2", "bf16"), ("|b1", "bool"), ("<i4", "i32"),
-    ("<i8", "i64"), ("<u4", "u32"), ("<u8", "u64"), ("=f4", "f32"), ("|i1", "int8"), ("<u2", "uint16"),
-    ("<c8", "complex64"), (">f4", "big-endian float32"),
+    ("<i8", "i64"), ("<u4", "u32"), ("<u8", "u64"), ("=f4", "f32"), ("|i1", "i8"), ("<u2", "u16"),
+    ("|u1", "u8"), ("<i2", "i16"), ("<c8", "complex64"), ("<f16", "float128"), (">f4", "big-endian float32"),
 ])
 def test_typestr_names(typestr, name):
     assert from_typestr(typestr)[0] == name
@@ -166,7 +166,7 @@ def test_typestr_names(typestr, name):
 
 @pytest.mark.parametrize("triple, name", [
     ((2, 32, 1), "f32"), ((4, 16, 1), "bf16"), ((6, 8, 1), "bool"), ((1, 64, 1), "u64"),
-    ((0, 8, 1), "int8"), ((2, 32, 4), "float32x4"), ((5, 64, 1), "complex64"),
+    ((0, 8, 1), "i8"), ((1, 16, 1), "u16"), ((0, 128, 1), "int128"), ((2, 32, 4), "float32x4"), ((5, 64, 1), "complex64"),
 ])
 def test_dlpack_dtype_names(triple, name):
     assert from_dlpack(*triple)[0] == name

@@ -34,8 +34,12 @@ _RESERVED = frozenset(
 #: how a scalar parameter is declared in a C launcher
 C_SCALAR = {
     "bool": "bool",
+    "i8": "int8_t",
+    "i16": "int16_t",
     "i32": "int32_t",
     "i64": "int64_t",
+    "u8": "uint8_t",
+    "u16": "uint16_t",
     "u32": "uint32_t",
     "u64": "uint64_t",
     "f16": "uint16_t",   # the value's bits
@@ -47,8 +51,12 @@ C_SCALAR = {
 #: a tensor element or scalar in the C++ layer (buildtile.hpp defines f16/bf16)
 CPP_TYPE = {
     "bool": "bool",
+    "i8": "std::int8_t",
+    "i16": "std::int16_t",
     "i32": "std::int32_t",
     "i64": "std::int64_t",
+    "u8": "std::uint8_t",
+    "u16": "std::uint16_t",
     "u32": "std::uint32_t",
     "u64": "std::uint64_t",
     "f16": "buildtile::f16",

@@ -22,8 +22,12 @@ ITEMSIZE = {name: spec[0] for name, spec in DTYPES.items()}
 #: ABI dtype name -> the name users know from NumPy/PyTorch (for messages)
 DISPLAY_NAMES = {
     "bool": "bool",
+    "i8": "int8",
+    "i16": "int16",
     "i32": "int32",
     "i64": "int64",
+    "u8": "uint8",
+    "u16": "uint16",
     "u32": "uint32",
     "u64": "uint64",
     "f16": "float16",
@@ -38,8 +42,12 @@ _KIND_NAMES = {"f": "float", "i": "int", "u": "uint", "b": "bool", "c": "complex
 # with ml_dtypes) spell bfloat16; NumPy itself has no bfloat16.
 _TYPESTR_TO_NAME = {
     "b1": "bool",
+    "i1": "i8",
+    "i2": "i16",
     "i4": "i32",
     "i8": "i64",
+    "u1": "u8",
+    "u2": "u16",
     "u4": "u32",
     "u8": "u64",
     "f2": "f16",
@@ -50,8 +58,12 @@ _TYPESTR_TO_NAME = {
 
 _DLPACK_TO_NAME = {
     (DL_BOOL, 8): "bool",
+    (DL_INT, 8): "i8",
+    (DL_INT, 16): "i16",
     (DL_INT, 32): "i32",
     (DL_INT, 64): "i64",
+    (DL_UINT, 8): "u8",
+    (DL_UINT, 16): "u16",
     (DL_UINT, 32): "u32",
     (DL_UINT, 64): "u64",
     (DL_FLOAT, 16): "f16",
@@ -115,8 +127,12 @@ def from_torch(dtype) -> tuple[str, int]:
 
 _TORCH_TO_NAME = {
     "bool": "bool",
+    "int8": "i8",
+    "int16": "i16",
     "int32": "i32",
     "int64": "i64",
+    "uint8": "u8",
+    "uint16": "u16",
     "uint32": "u32",
     "uint64": "u64",
     "float16": "f16",
@@ -130,8 +146,12 @@ _TORCH_TO_NAME = {
 
 #: integer dtype -> inclusive range
 INT_RANGES = {
+    "i8": (-(2**7), 2**7 - 1),
+    "i16": (-(2**15), 2**15 - 1),
     "i32": (-(2**31), 2**31 - 1),
     "i64": (-(2**63), 2**63 - 1),
+    "u8": (0, 2**8 - 1),
+    "u16": (0, 2**16 - 1),
     "u32": (0, 2**32 - 1),
     "u64": (0, 2**64 - 1),
 }
@@ -139,8 +159,12 @@ INT_RANGES = {
 #: ABI dtype name -> struct format of the value as the kernel receives it
 STRUCT_CODES = {
     "bool": "B",
+    "i8": "b",
+    "i16": "h",
     "i32": "i",
     "i64": "q",
+    "u8": "B",
+    "u16": "H",
     "u32": "I",
     "u64": "Q",
     "f16": "H",   # packed as its bit pattern, see scalar_converter

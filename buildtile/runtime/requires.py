@@ -35,7 +35,7 @@ Env = Sequence[object]
 Evaluator = Callable[[Env], int]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-_INTEGER_DTYPES = ("i32", "i64", "u32", "u64")
+_INTEGER_DTYPES = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
 
 
 class RequirementEvalError(ArithmeticError):

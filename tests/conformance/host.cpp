@@ -39,6 +39,7 @@
 #include <cstdlib>
 #include <exception>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -47,11 +48,13 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "example_kernels/kernels.hpp"
 
+namespace memory = example_kernels::memory;
 namespace ops = example_kernels::ops;
 namespace patterns = example_kernels::patterns;
 namespace tiles = example_kernels::tiles;
@@ -124,9 +127,9 @@ private:
 
 std::size_t dtype_size(const std::string& dtype)
 {
-    if (dtype == "bool")
+    if (dtype == "bool" || dtype == "i8" || dtype == "u8")
         return 1;
-    if (dtype == "f16" || dtype == "bf16")
+    if (dtype == "f16" || dtype == "bf16" || dtype == "i16" || dtype == "u16")
         return 2;
     if (dtype == "f32" || dtype == "i32" || dtype == "u32")
         return 4;
@@ -184,6 +187,26 @@ struct Dtype<float> {
 template <>
 struct Dtype<double> {
     static constexpr const char* name = "f64";
+};
+template <>
+struct Dtype<std::int8_t> {
+    static constexpr const char* name = "i8";
+};
+template <>
+struct Dtype<std::uint8_t> {
+    static constexpr const char* name = "u8";
+};
+template <>
+struct Dtype<std::int16_t> {
+    static constexpr const char* name = "i16";
+};
+template <>
+struct Dtype<std::uint16_t> {
+    static constexpr const char* name = "u16";
+};
+template <>
+struct Dtype<std::uint64_t> {
+    static constexpr const char* name = "u64";
 };
 template <>
 struct Dtype<std::int32_t> {
@@ -295,6 +318,30 @@ std::int32_t i32(const Arg& a)
     return static_cast<std::int32_t>(value);
 }
 
+/// An integer scalar of type T, written in decimal; it must fit T.
+template <class T>
+T integer(const Arg& a)
+{
+    static_assert(std::is_integral_v<T>, "an integer type");
+    char* end = nullptr;
+    errno = 0;
+    bool fits = false;
+    T value{};
+    if constexpr (std::is_signed_v<T>) {
+        const long long v = std::strtoll(a.value.c_str(), &end, 10);
+        fits = v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
+        value = static_cast<T>(v);
+    } else {
+        const unsigned long long v = std::strtoull(a.value.c_str(), &end, 10);
+        fits = a.value.find('-') == std::string::npos && v <= std::numeric_limits<T>::max();
+        value = static_cast<T>(v);
+    }
+    if (a.array || a.dtype != Dtype<T>::name || a.value.empty() || *end != '\0' || errno != 0 || !fits)
+        throw HostError("argument `" + a.name + "` must be an " + Dtype<T>::name + " scalar, the job gives " +
+                        a.dtype + " " + a.value);
+    return value;
+}
+
 std::string dim3_text(const Dim3& d)
 {
     return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
@@ -403,6 +450,66 @@ void patterns_reverse_blocks(const Job& j, void* stream)
     patterns::reverse_blocks({j.grid, stream}, in<float>(x), out<float>(o));  // the contract's shared memory
 }
 
+void memory_transpose_shared(const Job& j, void* stream)
+{
+    const Arg &a = j.arg(0, "a"), &o = j.arg(1, "out");
+    expect_grid(j, buildtile::cover(a.shape.at(1), a.shape.at(0), memory::transpose_shared_block));
+    memory::transpose_shared({j.grid, stream}, tensor_in<float, 2>(a), tensor_out<float, 2>(o));
+}
+
+void memory_block_histogram(const Job& j, void* stream)
+{
+    const Arg &values = j.arg(0, "values"), &bins = j.arg(1, "bins");
+    expect_grid(j, buildtile::cover(values.shape.at(0), memory::block_histogram_block));
+    memory::block_histogram({j.grid, stream}, in<std::int32_t>(values), out<std::uint32_t>(bins));
+}
+
+void memory_grid_histogram(const Job& j, void* stream)
+{
+    const Arg &xs = j.arg(0, "xs"), &ys = j.arg(1, "ys"), &bins = j.arg(2, "bins");
+    expect_grid(j, buildtile::cover(xs.shape.at(0), memory::grid_histogram_block));
+    memory::grid_histogram({j.grid, stream}, in<std::int32_t>(xs), in<std::int32_t>(ys), out<std::uint32_t>(bins));
+}
+
+void memory_polynomial(const Job& j, void* stream)
+{
+    const Arg &x = j.arg(0, "x"), &y = j.arg(1, "y");
+    expect_grid(j, buildtile::cover(x.shape.at(0), memory::polynomial_block));
+    memory::polynomial({j.grid, stream}, in<float>(x), out<float>(y));
+}
+
+void memory_segmented_scan(const Job& j, void* stream)
+{
+    const Arg &x = j.arg(0, "x"), &o = j.arg(1, "out");
+    expect_grid(j, buildtile::cover(x.shape.at(0), memory::segmented_scan_block));
+    memory::segmented_scan({j.grid, stream}, in<float>(x), out<float>(o));
+}
+
+void memory_brighten(const Job& j, void* stream)
+{
+    const Arg &pixels = j.arg(0, "pixels"), &o = j.arg(1, "out"), &gain = j.arg(2, "gain"), &bias = j.arg(3, "bias");
+    expect_grid(j, buildtile::cover(pixels.shape.at(0), memory::brighten_block));
+    memory::brighten({j.grid, stream}, in<std::uint8_t>(pixels), out<std::uint8_t>(o), integer<std::uint16_t>(gain),
+                     integer<std::int16_t>(bias));
+}
+
+void memory_widen(const Job& j, void* stream)
+{
+    const Arg &a = j.arg(0, "a"), &b = j.arg(1, "b"), &wide = j.arg(2, "wide"), &low = j.arg(3, "low");
+    expect_grid(j, buildtile::cover(a.shape.at(0), memory::widen_block));
+    memory::widen({j.grid, stream}, in<std::int8_t>(a), in<std::uint16_t>(b), out<std::int32_t>(wide),
+                  out<std::int16_t>(low));
+}
+
+void memory_random_fill(const Job& j, void* stream)
+{
+    const Arg &u = j.arg(0, "uniform"), &z = j.arg(1, "normal"), &w = j.arg(2, "words"), &seed = j.arg(3, "seed"),
+              &offset = j.arg(4, "offset");
+    expect_grid(j, buildtile::cover(u.shape.at(0), memory::random_fill_block));
+    memory::random_fill({j.grid, stream}, out<float>(u), out<float>(z), out<std::uint32_t>(w),
+                        integer<std::uint64_t>(seed), integer<std::uint64_t>(offset));
+}
+
 void tiles_add(const Job& j, void* stream)
 {
     const Arg &x = j.arg(0, "x"), &y = j.arg(1, "y"), &z = j.arg(2, "z");
@@ -488,6 +595,14 @@ const std::map<std::string, Runner>& runners()
         {"patterns.laplacian_3d", patterns_laplacian_3d},
         {"patterns.sum_partials", patterns_sum_partials},
         {"patterns.reverse_blocks", patterns_reverse_blocks},
+        {"memory.transpose_shared", memory_transpose_shared},
+        {"memory.block_histogram", memory_block_histogram},
+        {"memory.grid_histogram", memory_grid_histogram},
+        {"memory.polynomial", memory_polynomial},
+        {"memory.segmented_scan", memory_segmented_scan},
+        {"memory.brighten", memory_brighten},
+        {"memory.widen", memory_widen},
+        {"memory.random_fill", memory_random_fill},
         {"tiles.add", tiles_add},
         {"tiles.scale_bias", tiles_scale_bias},
         {"tiles.softmax", tiles_softmax},

@@ -95,7 +95,7 @@ class Array:
 @dataclass
 class Scalar:
     name: str
-    dtype: str              # "f32" (travels as a C99 hexadecimal float, exactly) or "i32"
+    dtype: str              # "f32" (travels as a C99 hexadecimal float, exactly) or an integer type
     value: float | int
 
     def text(self) -> str:
@@ -121,7 +121,8 @@ class Job:
 
 
 _ABI_NUMPY = {"f16": np.float16, "bf16": np.uint16, "f32": np.float32, "f64": np.float64,
-              "i32": np.int32, "i64": np.int64, "u32": np.uint32}
+              "i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16,
+              "i32": np.int32, "i64": np.int64, "u32": np.uint32, "u64": np.uint64}
 
 
 def poison(shape, dtype: str) -> np.ndarray:
@@ -154,6 +155,13 @@ def close(name: str, want: np.ndarray, rtol: float, atol: float, decode=None) ->
     return check
 
 
+def all_of(*checks: Callable[[dict], None]) -> Callable[[dict], None]:
+    def check(out: dict) -> None:
+        for one in checks:
+            one(out)
+    return check
+
+
 def collatz_reference(x: np.ndarray, limit: int) -> np.ndarray:
     n = x.copy()
     steps = np.zeros(x.shape, np.int32)
@@ -172,7 +180,9 @@ def _grid3(grid) -> tuple[int, int, int]:
 
 def make_jobs(seed: int = 2024) -> list[Job]:
     """One job or more per kernel and per tile specialization of example_kernels (on the device under test)."""
-    from example_kernels import ops, patterns
+    from example_kernels import memory, ops, patterns
+
+    from buildtile import random
 
     rng = np.random.default_rng(seed)
 
@@ -181,7 +191,8 @@ def make_jobs(seed: int = 2024) -> list[Job]:
 
     def arr(name, data, dtype=None):
         dtype = dtype or {np.float32: "f32", np.float64: "f64", np.int32: "i32", np.int64: "i64",
-                          np.uint32: "u32", np.float16: "f16"}[data.dtype.type]
+                          np.uint32: "u32", np.float16: "f16", np.int8: "i8", np.uint8: "u8", np.int16: "i16",
+                          np.uint16: "u16"}[data.dtype.type]
         return Array(name, np.ascontiguousarray(data), dtype)
 
     jobs: list[Job] = []
@@ -258,6 +269,59 @@ def make_jobs(seed: int = 2024) -> list[Job]:
                     [arr("x", rx), arr("out", poison(r, "f32"))],
                     exact("out", rpad.reshape(-1, 256)[:, ::-1].reshape(-1)[:r]),
                     grid=_grid3(patterns.reverse_blocks.grid_for(r))))
+
+    # --- SIMT: example_kernels.memory
+    jobs.append(Job("memory.transpose_shared", "memory.transpose_shared",
+                    [arr("a", ma), arr("out", poison((cols, rows), "f32"))], exact("out", ma.T),
+                    grid=_grid3(memory.transpose_shared.grid_for(rows, cols))))
+    hist = rng.integers(-5, memory.BINS + 5, n).astype(np.int32)    # some off the bins: skipped
+    on_bins = hist[(hist >= 0) & (hist < memory.BINS)]
+    jobs.append(Job("memory.block_histogram", "memory.block_histogram",
+                    [arr("values", hist), arr("bins", np.zeros(memory.BINS, np.uint32))],
+                    exact("bins", np.bincount(on_bins, minlength=memory.BINS).astype(np.uint32)),
+                    grid=_grid3(memory.block_histogram.grid_for(n))))
+    side = memory.GRID_BINS
+    xs = rng.integers(-2, side + 2, n).astype(np.int32)
+    ys = rng.integers(-2, side + 2, n).astype(np.int32)
+    on_grid = (xs >= 0) & (xs < side) & (ys >= 0) & (ys < side)
+    jobs.append(Job("memory.grid_histogram", "memory.grid_histogram",
+                    [arr("xs", xs), arr("ys", ys), arr("bins", np.zeros(side * side, np.uint32))],
+                    exact("bins", np.bincount(ys[on_grid] * side + xs[on_grid], minlength=side * side)
+                          .astype(np.uint32)),
+                    grid=_grid3(memory.grid_histogram.grid_for(n))))
+    px = rng.uniform(-2, 2, n).astype(np.float32)
+    jobs.append(Job("memory.polynomial", "memory.polynomial", [arr("x", px), arr("y", poison(n, "f32"))],
+                    close("y", np.polynomial.polynomial.polyval(px.astype(np.float64), memory.COEFFS), 1e-5, 1e-5),
+                    grid=_grid3(memory.polynomial.grid_for(n))))
+    seg = memory.SEGMENT
+    spad = np.zeros(-(-n // seg) * seg)
+    spad[:n] = a
+    jobs.append(Job("memory.segmented_scan", "memory.segmented_scan", [arr("x", a), arr("out", poison(n, "f32"))],
+                    close("out", np.cumsum(spad.reshape(-1, seg), axis=1).reshape(-1)[:n], 1e-5, 1e-5),
+                    grid=_grid3(memory.segmented_scan.grid_for(n))))
+    pixels = rng.integers(0, 256, n).astype(np.uint8)
+    gain, bias = 24, -40
+    bright = np.clip((pixels.astype(np.int64) * gain // 16) + bias, 0, 255).astype(np.uint8)
+    jobs.append(Job("memory.brighten", "memory.brighten",
+                    [arr("pixels", pixels), arr("out", poison(n, "u8")), Scalar("gain", "u16", gain),
+                     Scalar("bias", "i16", bias)],
+                    exact("out", bright), grid=_grid3(memory.brighten.grid_for(n))))
+    small = rng.integers(-128, 128, n).astype(np.int8)
+    halves = rng.integers(0, 65536, n).astype(np.uint16)
+    wrapped = ((small.astype(np.int64) * 3 + 1 + 128) % 256 - 128).astype(np.int32)   # i8 arithmetic wraps
+    jobs.append(Job("memory.widen", "memory.widen",
+                    [arr("a", small), arr("b", halves), arr("wide", poison(n, "i32")), arr("low", poison(n, "i16"))],
+                    all_of(exact("wide", wrapped + halves.astype(np.int32)), exact("low", halves.astype(np.int16) >> 2)),
+                    grid=_grid3(memory.widen.grid_for(n))))
+    seed, offset = 0x0123456789ABCDEF, 2**32 - 7
+    draws = np.uint64(offset) + np.arange(n, dtype=np.uint64)
+    jobs.append(Job("memory.random_fill", "memory.random_fill",
+                    [arr("uniform", poison(n, "f32")), arr("normal", poison(n, "f32")), arr("words", poison(n, "u32")),
+                     Scalar("seed", "u64", seed), Scalar("offset", "u64", offset)],
+                    all_of(exact("uniform", random.uniform(seed, draws)),
+                           close("normal", random.normal(seed, draws).astype(np.float64), 2e-5, 2e-5),
+                           exact("words", random.philox(seed, np.arange(n), 3, 2))),
+                    grid=_grid3(memory.random_fill.grid_for(n))))
 
     # --- Tile: example_kernels.tiles, every specialization at least once
     for tile in (1024, 4096):

@@ -94,3 +94,19 @@ def module_constants(module_ast: ast.Module) -> dict[str, Constant]:
             else:
                 consts.pop(target.id, None)
     return consts
+
+
+def constant_tuples(module_ast: ast.Module, consts: dict[str, Constant]) -> dict[str, tuple]:
+    """Module-level ``NAME = (c0, c1, ...)`` bindings whose items are all constant numbers
+    (a later rebinding of the name unbinds it)."""
+    tuples: dict[str, tuple] = {}
+    for stmt in module_ast.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        name = stmt.targets[0].id
+        tuples.pop(name, None)
+        if isinstance(stmt.value, ast.Tuple) and stmt.value.elts:
+            items = tuple(fold_constant(e, consts) for e in stmt.value.elts)
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
+                tuples[name] = items
+    return tuples

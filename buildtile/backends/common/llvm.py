@@ -23,6 +23,7 @@ F32T, F64T, HALF = lir.FloatType(), lir.DoubleType(), lir.HalfType()
 VOID = lir.VoidType()
 GLOBAL_PTR = lir.PointerType(addrspace=1)
 SHARED_PTR = lir.PointerType(addrspace=3)
+CONST_PTR = lir.PointerType(addrspace=4)
 
 
 def new_module(name: str) -> lir.Module:
@@ -145,6 +146,18 @@ def rounded_const(ty: Scalar, value: object) -> lir.Constant:
     return const_of(ty, value)
 
 
+def memory_const(ty: Scalar, value: object) -> lir.Constant:
+    """A constant of ``ty`` as stored (``mem_type``): for initializers of arrays in memory."""
+    if ty == F16:
+        return HALF(struct.unpack("<e", struct.pack("<e", value))[0])
+    if ty == BF16:
+        bits = struct.unpack("<I", struct.pack("<f", bf16_round(float(value))))[0]
+        return I16(bits >> 16)
+    if ty == BOOL:
+        return I8(1 if value else 0)
+    return const_of(ty, value)
+
+
 def zero_of(t: lir.Type) -> lir.Constant:
     """The zero of an LLVM type."""
     return t(0.0) if isinstance(t, (lir.FloatType, lir.DoubleType, lir.HalfType)) else t(0)
@@ -255,3 +268,49 @@ def from_asm_operand(b: lir.IRBuilder, value: lir.Value, ty: Scalar) -> lir.Valu
     if value.type == t:
         return value
     return b.bitcast(value, t)
+
+
+# ------------------------------------------------------------ counter-based random numbers
+#: Philox-4x32 multipliers and Weyl key increments (Salmon et al., SC 2011)
+PHILOX_M0, PHILOX_M1 = 0xD2511F53, 0xCD9E8D57
+PHILOX_W0, PHILOX_W1 = 0x9E3779B9, 0xBB67AE85
+PHILOX_ROUNDS = 10
+
+
+def mulhi(b: lir.IRBuilder, x: lir.Value, y: lir.Value, signed: bool = False) -> lir.Value:
+    """The high half of the full product ``x * y`` (``mul.hi``)."""
+    width = x.type.width
+    wide = lir.IntType(2 * width)
+    ext = b.sext if signed else b.zext
+    product = b.mul(ext(x, wide), ext(y, wide))
+    return b.trunc(b.lshr(product, wide(width)), x.type)
+
+
+def philox4x32(b: lir.IRBuilder, counter: list[lir.Value], key: list[lir.Value]) -> list[lir.Value]:
+    """Philox-4x32-10 of four i32 counter words under two i32 key words, as Random123 defines it:
+    each round maps (c0, c1, c2, c3) to (hi(M1*c2) ^ c1 ^ k0, lo(M1*c2), hi(M0*c0) ^ c3 ^ k1, lo(M0*c0)),
+    and the key grows by (W0, W1) between rounds."""
+    c0, c1, c2, c3 = counter
+    k0, k1 = key
+    for r in range(PHILOX_ROUNDS):
+        if r:
+            k0, k1 = b.add(k0, I32(PHILOX_W0)), b.add(k1, I32(PHILOX_W1))
+        hi0, lo0 = mulhi(b, c0, I32(PHILOX_M0)), b.mul(c0, I32(PHILOX_M0))
+        hi1, lo1 = mulhi(b, c2, I32(PHILOX_M1)), b.mul(c2, I32(PHILOX_M1))
+        c0, c1, c2, c3 = b.xor(b.xor(hi1, c1), k0), lo1, b.xor(b.xor(hi0, c3), k1), lo0
+    return [c0, c1, c2, c3]
+
+
+def uniform_f32(b: lir.IRBuilder, word: lir.Value) -> lir.Value:
+    """An f32 in [0, 1) from a random i32: its top 24 bits times 2**-24 (exact)."""
+    return b.fmul(b.uitofp(b.lshr(word, I32(8)), F32T), F32T(2.0 ** -24))
+
+
+def box_muller(b: lir.IRBuilder, w0: lir.Value, w1: lir.Value, log: lir.Function, sqrt: lir.Function,
+               cospi: lir.Function) -> lir.Value:
+    """A standard normal f32 from two random i32 words (Box-Muller):
+    ``sqrt(-2 log u1) * cos(2 pi u2)``, u1 = ((w0 >> 8) + 1) * 2**-24 in (0, 1], u2 = uniform(w1)."""
+    u1 = b.fmul(b.uitofp(b.add(b.lshr(w0, I32(8)), I32(1)), F32T), F32T(2.0 ** -24))
+    u2 = uniform_f32(b, w1)
+    radius = b.call(sqrt, [b.fmul(F32T(-2.0), b.call(log, [u1]))])
+    return b.fmul(radius, b.call(cospi, [b.fmul(F32T(2.0), u2)]))

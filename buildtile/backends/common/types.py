@@ -22,8 +22,12 @@ class Scalar:
         return self.name
 
 
+I8 = Scalar("i8", 8, "int")
+I16 = Scalar("i16", 16, "int")
 I32 = Scalar("i32", 32, "int")
 I64 = Scalar("i64", 64, "int")
+U8 = Scalar("u8", 8, "uint")
+U16 = Scalar("u16", 16, "uint")
 U32 = Scalar("u32", 32, "uint")
 U64 = Scalar("u64", 64, "uint")
 F16 = Scalar("f16", 16, "float")
@@ -31,7 +35,7 @@ BF16 = Scalar("bf16", 16, "float")
 F32 = Scalar("f32", 32, "float")
 F64 = Scalar("f64", 64, "float")
 BOOL = Scalar("bool", 1, "bool")
-SCALARS = {t.name: t for t in (I32, I64, U32, U64, F16, BF16, F32, F64, BOOL)}
+SCALARS = {t.name: t for t in (I8, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64, BOOL)}
 #: Python-side spelling of bool in buildtile.types
 SCALARS["bool_"] = BOOL
 

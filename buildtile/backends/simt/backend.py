@@ -101,7 +101,8 @@ def can_coarsen(kernel_ir, contract: dict) -> bool:
             if isinstance(stmt, (ir.Unsafe, ir.SharedDecl)):
                 return False
         for expr in ir.walk_exprs(body):
-            if isinstance(expr, ir.Intrinsic) and expr.name not in intrinsics.MATH_FUNCTIONS:
+            if isinstance(expr, ir.Intrinsic) and expr.name not in intrinsics.MATH_FUNCTIONS \
+                    and expr.name not in intrinsics.PURE_INTRINSICS:
                 return False   # thread geometry, lanes, warps, barriers, shuffles, votes
             if isinstance(expr, ir.ThreadIndex) and expr.dims != 1:
                 return False

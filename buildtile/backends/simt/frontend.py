@@ -23,7 +23,7 @@ from buildtile.backend import KernelSource
 from buildtile.backends.common.constants import MATH_CONSTANTS, fold_constant
 from buildtile.backends.common.typer import Abort, is_intlike
 from buildtile.backends.simt import ir
-from buildtile.backends.simt.intrinsics import SimtCalls
+from buildtile.backends.simt.intrinsics import RANDOM_MODULE, SimtCalls
 from buildtile.backends.simt.params import SIMT_MODULE, TYPES_MODULE, parse_param_type, scalar_of
 from buildtile.backends.simt.types import (
     I64, Scalar, ShapeT, SharedT, SliceT, TensorT, TupleT, ValuesT, VOID, WEAK_INT, Weak, WitnessT, WitnessTupleT,
@@ -606,6 +606,8 @@ class _KernelTyper(SimtCalls):
             if not isinstance(axis, int) or isinstance(axis, bool) or not 0 <= axis < shape.ty.rank:
                 self.fail("BT0308", node.slice, f"`.shape` takes a constant axis in 0..{shape.ty.rank - 1}")
             return ir.Shape(I64, param=shape.name, axis=axis, src=node)
+        if self.is_constant_array(base):
+            return self.constant_array_load(node)
         param, indices = self.subscript_parts(node)
         return ir.Load(param.ty.elem, param=param.name, indices=indices, src=node)
 
@@ -639,12 +641,16 @@ class _KernelTyper(SimtCalls):
         return param, indices
 
     def expr_Call(self, node: ast.Call):
-        if node.keywords:
-            self.fail("BT0200", node, "keyword arguments are not supported in kernel calls")
         func = node.func
         dotted = resolve_dotted(func, self.ns)
+        if node.keywords and not (dotted and dotted.startswith(SIMT_MODULE + ".")):
+            self.fail("BT0200", node, "keyword arguments are not supported in kernel calls")
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.params:
             return self.call_method(node, self.params[func.value.id], func.attr)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.shared:
+            return self.call_method(node, self.shared[func.value.id], func.attr)
+        if dotted and dotted.startswith(RANDOM_MODULE + "."):
+            return self.call_random(node, dotted[len(RANDOM_MODULE) + 1:])
         if isinstance(func, ast.Name) and func.id == "len" and "len" not in self.ns:
             return self.call_len(node)
         if isinstance(func, ast.Name) and func.id in ("min", "max", "abs") and func.id not in self.ns:
@@ -691,6 +697,8 @@ class _KernelTyper(SimtCalls):
     def retype_other(self, value: ir.Expr, ty: Scalar) -> ir.Expr:
         if isinstance(value, ir.Intrinsic):
             return ir.Intrinsic(ty, name=value.name, args=[self.retype(a, ty) for a in value.args], src=value.src)
+        if isinstance(value, ir.ConstArrayLoad):
+            return self.retype_constant_array(value, ty)
         return super().retype_other(value, ty)
 
     def refine(self, name: str, ty: Scalar, node) -> None:

@@ -75,12 +75,23 @@ class Values(Expr):
 
 @dataclass(eq=False)
 class AtomicOp(Expr):
-    """``p.atomic_add(i, v)`` and friends on an AtomicSlice; gives the old value."""
+    """``p.atomic_add(i, v)`` and friends on an AtomicSlice or a shared array
+    (``s.atomic_add((r, c), v)``); gives the old value."""
 
     param: str = ""
     op: str = "add"        # add, min, max, exchange, cas
-    index: Expr = None
+    indices: list[Expr] = field(default_factory=list)   # one per axis of the array
     args: list[Expr] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class ConstArrayLoad(Expr):
+    """``COEFFS[k]`` of a module-level tuple of numbers at a run-time index (constant memory);
+    an index out of range reads 0."""
+
+    name: str = ""
+    values: tuple = ()
+    index: Expr = None
 
 
 # ---------------------------------------------------------------- statements

@@ -117,6 +117,8 @@ def _check_body(body: list[ir.Stmt], params: dict, report, function: str | None)
                         own_index(expr.param, ty, expr.indices, expr.src, "read", facts)
                     elif ty.access == "shared" and not unsafe:
                         outside_unsafe(expr.src, f"reading shared array `{expr.param}`")
+                elif isinstance(expr, ir.AtomicOp) and params[expr.param].access == "shared" and not unsafe:
+                    outside_unsafe(expr.src, f"an atomic on shared array `{expr.param}`")
             if isinstance(stmt, ir.If):
                 visit(stmt.then, unsafe, then_facts)
                 visit(stmt.orelse, unsafe, facts)

@@ -93,16 +93,20 @@ class ShapeT:
 
 @dataclass(frozen=True)
 class SharedT:
-    """``simt.shared_array(T, n)``: block-shared memory, usable only inside ``simt.unsafe()``."""
+    """``simt.shared_array(T, n)`` or ``(T, (rows, cols))``: block-shared memory, usable only
+    inside ``simt.unsafe()``; a multi-dimensional one is row-major."""
 
     elem: Scalar
     size: int                 # elements; for a dynamic array, known only at launch
     access: str = "shared"
     rank: int = 1
     dynamic: bool = False     # simt.dynamic_shared_array(T): sized by the launch's dynamic shared memory
+    shape: tuple[int, ...] = ()   # a static array's extents (rank of them)
 
     def __str__(self) -> str:
-        return f"SharedArray[{self.elem}, {'dynamic' if self.dynamic else self.size}]"
+        if self.dynamic:
+            return f"SharedArray[{self.elem}, dynamic]"
+        return f"SharedArray[{self.elem}, {self.size if self.rank == 1 else self.shape}]"
 
 
 def value_type(ty):

@@ -28,7 +28,7 @@
  *   kind                        C parameter          reaches the kernel as
  *   --------------------------  -------------------  ------------------------------
  *   scalar bool                 bool                 one byte, 0 or 1
- *   scalar i32/i64/u32/u64      int32_t ... uint64_t the value
+ *   scalar i8 ... u64           int8_t ... uint64_t  the value
  *   scalar f32/f64              float / double       the value
  *   scalar f16/bf16             uint16_t             the 16 bits of the value
  *   Slice, DisjointSlice,       const DLTensor*      T* data, int64 len

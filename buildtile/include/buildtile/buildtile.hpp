@@ -102,8 +102,12 @@ struct dtype_of<const T> : dtype_of<T> {};
         static constexpr DLDataType value{static_cast<std::uint8_t>(code), bits, 1};           \
     }
 BUILDTILE_DTYPE(bool, kDLBool, 8);
+BUILDTILE_DTYPE(std::int8_t, kDLInt, 8);
+BUILDTILE_DTYPE(std::int16_t, kDLInt, 16);
 BUILDTILE_DTYPE(std::int32_t, kDLInt, 32);
 BUILDTILE_DTYPE(std::int64_t, kDLInt, 64);
+BUILDTILE_DTYPE(std::uint8_t, kDLUInt, 8);
+BUILDTILE_DTYPE(std::uint16_t, kDLUInt, 16);
 BUILDTILE_DTYPE(std::uint32_t, kDLUInt, 32);
 BUILDTILE_DTYPE(std::uint64_t, kDLUInt, 64);
 BUILDTILE_DTYPE(f16, kDLFloat, 16);

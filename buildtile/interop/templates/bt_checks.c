@@ -54,7 +54,8 @@ int bt_fail(int status, const char* help, const char* fmt, ...)
 static const char* bt_dtype_name(uint8_t code, uint8_t bits, uint16_t lanes, char* buf, size_t size)
 {
     static const struct { uint8_t code, bits; const char* name; } known[] = {
-        {kDLInt, 32, "i32"},   {kDLInt, 64, "i64"},   {kDLUInt, 32, "u32"},
+        {kDLInt, 8, "i8"},     {kDLInt, 16, "i16"},   {kDLUInt, 8, "u8"},
+        {kDLUInt, 16, "u16"},  {kDLInt, 32, "i32"},   {kDLInt, 64, "i64"},   {kDLUInt, 32, "u32"},
         {kDLUInt, 64, "u64"},  {kDLFloat, 16, "f16"}, {kDLFloat, 32, "f32"},
         {kDLFloat, 64, "f64"}, {kDLBfloat, 16, "bf16"}, {kDLBool, 8, "bool"},
     };

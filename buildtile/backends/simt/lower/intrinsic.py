@@ -5,18 +5,27 @@ from __future__ import annotations
 import llvmlite.ir as lir
 
 from buildtile.backends.common.llvm import (
+    CONST_PTR,
+    F32T,
     I1,
     I32,
     I64,
     asm,
     barrier,
+    box_muller,
     declare,
+    from_memory,
     intrinsic,
     libdevice,
+    mem_type,
+    memory_const,
+    mulhi,
+    philox4x32,
     reg_type,
     round_half,
     sreg,
     type_suffix,
+    uniform_f32,
     zero_of,
 )
 from buildtile.backends.simt import ir
@@ -29,7 +38,7 @@ _LLVM_MATH = {"sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "fma": "llvm.fma", "min"
               "max": "llvm.maxnum", "floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc",
               "copysign": "llvm.copysign"}
 #: simt.shfl_<mode> -> PTX shfl mode (xor is PTX's butterfly)
-_SHFL_MODE = {"down": "down", "xor": "bfly", "idx": "idx"}
+_SHFL_MODE = {"down": "down", "up": "up", "xor": "bfly", "idx": "idx"}
 #: our names whose libdevice names differ (Python's round() rounds half to even, as rint)
 _LIBDEVICE_NAME = {"round": "rint"}
 
@@ -63,28 +72,88 @@ class IntrinsicLowering:
             return self.b.lshr(self._linear_tid(), I64(5))
         if name == "sync_threads":
             return barrier(self.b)
-        args = [self.expr(a) for a in e.args]
         if name.startswith("shfl_"):
-            return self.shuffle(name[5:], e.ty, args[0], args[1])
+            value, lane = self.expr(e.args[0]), self.expr(e.args[1])
+            mask = None if len(e.args) < 4 else e.args[3].value if isinstance(e.args[3], ir.Const) else self.expr(e.args[3])
+            return self.shuffle(name[5:], e.ty, value, lane, e.args[2].value, mask)
+        args = [self.expr(a) for a in e.args]
+        if name == "syncwarp":
+            return self.syncwarp(args[0] if args else None)
+        if name == "mulhi":
+            return mulhi(self.b, args[0], args[1], signed=e.ty.kind == "int")
+        if name in ("philox", "uniform", "normal"):
+            return self.random(name, args)
         if name.startswith("vote_"):
             return self.vote(name[5:], args[0])
         return round_half(self.b, self.math(name, e.ty, args), e.ty)
 
-    def shuffle(self, mode: str, ty: Scalar, value: lir.Value, lane: lir.Value) -> lir.Value:
-        # all 32 lanes take part; clamp 0x1f as CUDA's __shfl_*_sync with width 32
-        text = f"shfl.sync.{_SHFL_MODE[mode]}.b32 $0, $1, $2, 0x1f, 0xffffffff;"
+    def shuffle(self, mode: str, ty: Scalar, value: lir.Value, lane: lir.Value, width: int = 32,
+                mask: int | lir.Value | None = None) -> lir.Value:
+        """``shfl.sync`` of ``value`` among the lanes of ``mask`` (all 32 when None; a constant
+        mask is an immediate, a run-time one a register)."""
+        # the c operand as CUDA's __shfl_*_sync(mask, v, x, width) builds it: the segment mask
+        # ((32 - width) << 8) and the clamp lane (0x1f, or 0 for shfl.up, which clamps at the bottom)
+        c = ((32 - width) << 8) | (0 if mode == "up" else 0x1f)
+        if mask is None:
+            mask = 0xFFFFFFFF
+        runtime_mask = isinstance(mask, lir.Value)
+        member = "$3" if runtime_mask else f"0x{mask:x}"
+        text = f"shfl.sync.{_SHFL_MODE[mode]}.b32 $0, $1, $2, 0x{c:x}, {member};"
+        constraints = "=r,r,r,r" if runtime_mask else "=r,r,r"
+        extra = [mask] if runtime_mask else []
         if ty.bits == 32:
             as_int = value if ty.is_int else self.b.bitcast(value, I32)
-            out = asm(self.b, I32, text, "=r,r,r", [as_int, lane], side_effect=True)
+            out = asm(self.b, I32, text, constraints, [as_int, lane] + extra, side_effect=True)
             return out if ty.is_int else self.b.bitcast(out, reg_type(ty))
         # 64-bit values move as two 32-bit halves
         as_int = value if ty.is_int else self.b.bitcast(value, I64)
         lo = self.b.trunc(as_int, I32)
         hi = self.b.trunc(self.b.lshr(as_int, I64(32)), I32)
-        lo = asm(self.b, I32, text, "=r,r,r", [lo, lane], side_effect=True)
-        hi = asm(self.b, I32, text, "=r,r,r", [hi, lane], side_effect=True)
+        lo = asm(self.b, I32, text, constraints, [lo, lane] + extra, side_effect=True)
+        hi = asm(self.b, I32, text, constraints, [hi, lane] + extra, side_effect=True)
         joined = self.b.or_(self.b.zext(lo, I64), self.b.shl(self.b.zext(hi, I64), I64(32)))
         return joined if ty.is_int else self.b.bitcast(joined, reg_type(ty))
+
+    def syncwarp(self, mask: lir.Value | None) -> lir.Value:
+        """``bar.warp.sync``: the lanes of ``mask`` (all 32 by default) meet; orders their memory accesses."""
+        if mask is None or isinstance(mask, lir.Constant):
+            text = f"bar.warp.sync 0x{0xFFFFFFFF if mask is None else mask.constant & 0xFFFFFFFF:x};"
+            return asm(self.b, lir.VoidType(), text, "~{memory}", [], side_effect=True)
+        return asm(self.b, lir.VoidType(), "bar.warp.sync $0;", "r,~{memory}", [mask], side_effect=True)
+
+    def random(self, name: str, args: list[lir.Value]) -> lir.Value:
+        """``buildtile.random``: one Philox-4x32-10 block of counter (offset, counter) under key seed."""
+        seed, offset = args[0], args[1]
+        counter = args[2] if name == "philox" else I64(0)
+        halves = [self.b.trunc(v, I32) if k == 0 else self.b.trunc(self.b.lshr(v, I64(32)), I32)
+                  for v in (offset, counter) for k in (0, 1)]
+        key = [self.b.trunc(seed, I32), self.b.trunc(self.b.lshr(seed, I64(32)), I32)]
+        words = philox4x32(self.b, halves, key)
+        if name == "philox":
+            return words[args[3].constant]
+        if name == "uniform":
+            return uniform_f32(self.b, words[0])
+        log, cos = (libdevice(self.module, f, F32T, 1) for f in ("log", "cospi"))
+        sqrt = intrinsic(self.module, "llvm.sqrt", F32T, 1)
+        return box_muller(self.b, words[0], words[1], log, sqrt, cos)
+
+    def expr_ConstArrayLoad(self, e: ir.ConstArrayLoad) -> lir.Value:
+        # one constant-memory array per tuple and element type; an index out of range reads 0
+        name = f"{self.symbol}__const_{e.name}_{e.ty}"
+        table = self.module.globals.get(name)
+        elem_t = mem_type(e.ty)
+        if table is None:
+            table = lir.GlobalVariable(self.module, lir.ArrayType(elem_t, len(e.values)), name, addrspace=4)
+            table.global_constant = True
+            table.linkage = "internal"
+            table.align = max(1, e.ty.bits // 8)
+            table.initializer = lir.Constant(table.value_type, [memory_const(e.ty, v) for v in e.values])
+        idx = self.index(e.index)
+        in_range = self.b.icmp_unsigned("<", idx, I64(len(e.values)))
+        safe = self.b.select(in_range, idx, I64(0))
+        data = self.b.inttoptr(self.b.ptrtoint(table, I64), CONST_PTR)
+        value = self.b.load(self.b.gep(data, [safe], source_etype=elem_t), typ=elem_t, align=table.align)
+        return self.b.select(in_range, from_memory(self.b, value, e.ty), zero_of(reg_type(e.ty)))
 
     def vote(self, mode: str, pred: lir.Value) -> lir.Value:
         if mode == "ballot":
@@ -95,18 +164,22 @@ class IntrinsicLowering:
         return out if mode == "ballot" else self.b.icmp_unsigned("!=", out, I32(0))
 
     def expr_AtomicOp(self, e: ir.AtomicOp) -> lir.Value:
-        # any index is allowed, but one past the end is skipped (the result is then 0), never a fault
+        # any index is allowed, but one past the end is skipped (the result is then 0), never a fault;
+        # on a shared array the pointer is in shared space, so these become atom.shared
         arr = self.params[e.param]
-        idx = self.index(e.index)
+        indices = [self.index(i) for i in e.indices]
         args = [self.expr(a) for a in e.args]
         elem_ty = reg_type(arr.elem)
         start = self.b.block
-        in_range = self.b.icmp_unsigned("<", idx, arr.shape[0])
+        in_range = None
+        for idx, extent in zip(indices, arr.shape):
+            ok = self.b.icmp_unsigned("<", idx, extent)
+            in_range = ok if in_range is None else self.b.and_(in_range, ok)
         do = self.fn.append_basic_block("atomic")
         done = self.fn.append_basic_block("atomic.end")
         self.b.cbranch(in_range, do, done)
         self.b.position_at_end(do)
-        ptr = self.address(arr, [idx])
+        ptr = self.address(arr, indices)
         if e.op == "cas":
             pair = self.b.cmpxchg(ptr, args[0], args[1], "monotonic", "monotonic")
             old = self.b.extract_value(pair, 0)

@@ -172,11 +172,15 @@ class _Lowering(StatementLowering, ExpressionLowering, IntrinsicLowering, Bounds
             # (llvmlite types globals with typed pointers; the int round trip folds away in LLVM)
             as_int = self.alloca_builder.ptrtoint(buf, I64)
             data = self.alloca_builder.inttoptr(as_int, SHARED_PTR, name=name)
-            length = I64(ty.size)
             if ty.dynamic:
                 size = dynamic_smem_size(self.alloca_builder)
                 length = self.alloca_builder.udiv(self.alloca_builder.zext(size, I64), I64(max(1, ty.elem.bits // 8)))
-            self.params[name] = ArrayArg(data, [length], [I64(1)], ty.elem)
+                self.params[name] = ArrayArg(data, [length], [I64(1)], ty.elem)
+                continue
+            strides = [1]   # row-major: the last axis is contiguous
+            for extent in reversed(ty.shape[1:]):
+                strides.insert(0, strides[0] * extent)
+            self.params[name] = ArrayArg(data, [I64(n) for n in ty.shape], [I64(k) for k in strides], ty.elem)
 
     def _coarsened_body(self, factor: int, logical_blocks: lir.Value) -> None:
         """Run the body for ``factor`` logical blocks per physical block.
