@@ -21,6 +21,7 @@ RUNTIME_MODULES = (
     ("buildtile", "__init__"),
     ("buildtile", "diagnostics"),
     ("buildtile", "errors"),
+    ("buildtile", "random"),
     ("buildtile", "simt"),
     ("buildtile", "tile"),
     ("buildtile", "types"),
