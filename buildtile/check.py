@@ -7,11 +7,13 @@ from pathlib import Path
 from buildtile.backend import CompileOptions
 from buildtile.diagnostics import Diagnostic, unique
 from buildtile.discovery import KernelModule, find_kernels
+from buildtile.deep_stack import deep_stack, too_deep
 from buildtile.errors import CompileError
 from buildtile.names import check_kernels, check_module
 from buildtile.plugins import backends as registered_backends
 
 
+@deep_stack
 def check_file(path: str | Path, display_root: str | Path | None = None,
                module: str | None = None) -> tuple[int, list[Diagnostic]]:
     """Check every kernel in one source file; returns (kernels found, diagnostics).
@@ -31,9 +33,12 @@ def check_file(path: str | Path, display_root: str | Path | None = None,
             backends[src.kind].impl.analyze(src, CompileOptions())
         except CompileError as err:
             diags.extend(err.diagnostics)
+        except RecursionError:
+            diags.append(too_deep(src))
     return len(sources), unique(diags)
 
 
+@deep_stack
 def check_project(root: str | Path) -> tuple[int, list[Diagnostic]]:
     """Check every kernel module listed in a project's ``[tool.buildtile]``, and, once every
     kernel checks clean, each backend's refusals of the project's targets (as a build does)."""

@@ -36,6 +36,7 @@ from buildtile.names import check_kernels, check_module
 from buildtile.plugins import backends as registered_backends
 from buildtile.plugins import emitters as registered_emitters
 from buildtile.plugins import plugin_manager
+from buildtile.deep_stack import deep_stack, too_deep
 from buildtile.staging_dirs import new_staging_dir
 from buildtile.stages import STAGES_DIR, stage_file, stage_text
 from buildtile.toolchain.nvjitlink import nvjitlink_version
@@ -115,6 +116,7 @@ def project_targets(project: Project) -> list[str]:
     return sorted(project.settings.targets, key=target_arch)
 
 
+@deep_stack
 def discover(project: Project) -> list[KernelSource]:
     """Every kernel of the project, found statically, in a stable order."""
     backends = registered_backends()
@@ -131,6 +133,7 @@ def discover(project: Project) -> list[KernelSource]:
     return sources
 
 
+@deep_stack
 def analyze(sources: list[KernelSource], options: CompileOptions) -> list[AnalyzedKernel]:
     """Run every build-time check; all diagnostics of all kernels are reported together."""
     backends = registered_backends()
@@ -140,19 +143,28 @@ def analyze(sources: list[KernelSource], options: CompileOptions) -> list[Analyz
             analyzed.append(backends[src.kind].impl.analyze(src, options))
         except CompileError as err:
             diags.extend(err.diagnostics)
+        except RecursionError:
+            diags.append(too_deep(src))
     if diags:
         raise CompileError(diags)
     return analyzed
 
 
+@deep_stack
 def compile_entries(kernels: list[AnalyzedKernel], options: CompileOptions) -> list[KernelBuild]:
     """Each kernel's compiled entries (one, or one per tile specialization), with their LLVM IR."""
     backends = registered_backends()
-    builds = []
+    builds, diags = [], []
     for k in kernels:
         backend = backends[k.source.kind]
-        builds.append(KernelBuild(k, backend, backend.impl.entries(k, options)))
+        try:
+            builds.append(KernelBuild(k, backend, backend.impl.entries(k, options)))
+        except RecursionError:
+            diags.append(too_deep(k.source))
+    if diags:
+        raise CompileError(diags)
     return builds
+
 
 
 def check_targets(builds: list[KernelBuild], targets: list[str], options: CompileOptions) -> None:

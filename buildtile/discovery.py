@@ -105,6 +105,10 @@ def parse_module(module: KernelModule, display_root: Path) -> tuple[ast.Module, 
     lines = text.splitlines()
     try:
         tree = ast.parse(text, filename=display)
+    except RecursionError:   # deeper than the parser may nest, even on the compiler's deep stack
+        raise CompileError([Diagnostic("BT0200", "this module nests its expressions too deeply to parse",
+                                       Span(display, 1, 0, None, lines[0] if lines else ""),
+                                       help="split the longest expression into a few intermediate variables")]) from None
     except SyntaxError as exc:
         span = Span(display, exc.lineno or 1, (exc.offset or 1) - 1, None,
                     lines[exc.lineno - 1] if exc.lineno and exc.lineno <= len(lines) else "")

@@ -1,9 +1,9 @@
 """The launch mutator (tests/fuzz/launches.py) against the fake driver, both launch paths.
 
 ``FUZZ_CASES`` (default 150 per launch path) and ``FUZZ_SEED`` (default 0) size a run;
-scripts/fuzz.py runs long ones. Every issue found must be a known one, each pinned by an
-``xfail(strict=True)`` regression case below: when a fix lands, its case passes, fails as
-XPASS, and its entry leaves :data:`KNOWN`.
+scripts/fuzz.py runs long ones. Every issue the fuzzer found is fixed and pinned by a
+regression case below; a new finding fails the run until it is fixed and pinned the same way
+(an ``xfail(strict=True)`` case and a :data:`KNOWN` pattern while a fix is pending).
 """
 
 from __future__ import annotations
@@ -23,18 +23,9 @@ from fuzz.launches import run_cases
 CASES = int(os.environ.get("FUZZ_CASES", "150"))
 SEED = int(os.environ.get("FUZZ_SEED", "0"))
 
-#: issue pattern -> the regression case below that reproduces it
-KNOWN: dict[str, str] = {
-    r"^array: negative extent: launched": "test_an_array_of_negative_extent_is_refused",
-    r"^array: huge extent: launched": "test_an_array_whose_bytes_overflow_the_address_space_is_refused",
-    r"^array: misaligned: launched": "test_a_pointer_misaligned_for_its_element_is_refused",
-    r"^grid: launched": "test_a_grid_of_numpy_ints_bytes_or_range_is_refused",
-    r"^keyword: TypeError": "test_a_keyword_argument_is_refused_with_a_bt_code",
-    r"^stream: (launched|OverflowError)": "test_a_stream_handle_past_64_bits_is_refused",
-}
+#: issue pattern -> the regression case that pins it, for findings whose fix is pending (none now)
+KNOWN: dict[str, str] = {}
 
-#: the fixes these wait for are being made in the runtime's launch checks
-PENDING = pytest.mark.xfail(strict=True, reason="the launch checks do not refuse this yet")
 
 
 def test_every_mutated_launch_launches_validly_or_is_refused_with_a_bt_code(ops, fake_gpu, capsys):
@@ -59,41 +50,46 @@ def refused_before_anything_is_queued(fake_gpu, launch) -> None:
     assert re.fullmatch(r"BT\d{4}", info.value.code) and len(fake_gpu.queued) == queued
 
 
-@PENDING
 def test_an_array_of_negative_extent_is_refused(ops, fake_gpu):
     out = fake_gpu.array((30, 30, 3), "f64")
     refused_before_anything_is_queued(fake_gpu, lambda: ops.volume[(1, 4, 10)](
         FakeCudaArray(out.ptr, (-1, 30, 3), "<f8")))
 
 
-@PENDING
 def test_an_array_whose_bytes_overflow_the_address_space_is_refused(ops, fake_gpu):
     out = fake_gpu.array(16, "f32")
     refused_before_anything_is_queued(fake_gpu, lambda: ops.scalars[(1,)](
         False, 1.5, 2.5, 1.0, 78, FakeCudaArray(out.ptr, (2**62,), "<f4")))
 
 
-@PENDING
 def test_a_pointer_misaligned_for_its_element_is_refused(ops, fake_gpu):
     out = fake_gpu.array(1290, "f32")
     refused_before_anything_is_queued(fake_gpu, lambda: ops.scalars[(6,)](
         True, 2.5, 3.5, 0.5, 63, FakeCudaArray(out.ptr + 3, (1289,), "<f4")))
 
 
-@PENDING
-@pytest.mark.parametrize("grid", [np.int64(4), b"\x01", range(2, 4)], ids=["np.int64", "bytes", "range"])
-def test_a_grid_of_numpy_ints_bytes_or_range_is_refused(ops, fake_gpu, grid):
+@pytest.mark.parametrize("grid", [b"\x01", range(2, 4), 2.0, True, np.bool_(True)],
+                         ids=["bytes", "range", "float", "bool", "np.bool_"])
+def test_a_grid_of_bytes_range_float_or_bool_is_refused(ops, fake_gpu, grid):
     a, b, c = (fake_gpu.array((29, 6)) for _ in range(3))
     refused_before_anything_is_queued(fake_gpu, lambda: ops.matadd[grid](a, b, c))
 
 
-@PENDING
+@pytest.mark.parametrize("grid", [np.int64(4), np.int32(4), (np.int64(4), 1)], ids=["np.int64", "np.int32", "tuple"])
+def test_a_grid_of_numpy_ints_launches_as_ints_do(ops, fake_gpu, grid):
+    a, b, c = (fake_gpu.array((29, 6)) for _ in range(3))
+    queued = len(fake_gpu.queued)
+    ops.matadd[grid](a, b, c)
+    ops.matadd[4](a, b, c)
+    assert len(fake_gpu.queued) == queued + 2
+    assert fake_gpu.queued[-2].grid == fake_gpu.queued[-1].grid
+
+
 def test_a_keyword_argument_is_refused_with_a_bt_code(ops, fake_gpu):
     v = fake_gpu.array((37, 16, 3), "f64")
     refused_before_anything_is_queued(fake_gpu, lambda: ops.volume[(1, 2, 10)](v, stream2=0))
 
 
-@PENDING
 def test_a_stream_handle_past_64_bits_is_refused(ops, fake_gpu):
     coeffs, x, y = fake_gpu.array(2, "f64"), fake_gpu.array(67, "f64"), fake_gpu.array(67, "f64")
     refused_before_anything_is_queued(fake_gpu, lambda: ops.polyval_abs[(1,)](coeffs, x, y, stream=2**70))

@@ -124,8 +124,8 @@ def mutate(case: Case, spec: dict, driver, rng: random.Random) -> Case:
         return case
     if choice in (1, 2):
         grid = rng.choice(GRIDS)
-        ok = (type(grid) is int and 1 <= grid < 2**31) or (
-            type(grid) is tuple and 1 <= len(grid) <= 3 and all(type(g) is int for g in grid)
+        ok = (_is_extent(grid) and 1 <= grid < 2**31) or (
+            type(grid) is tuple and 1 <= len(grid) <= 3 and all(_is_extent(g) for g in grid)
             and 1 <= grid[0] < 2**31 and all(1 <= g < 2**16 for g in grid[1:]))
         return Case(case.kernel, grid, args, must_refuse="" if ok else f"grid {grid!r}", change="grid")
     if choice == 3:
@@ -244,3 +244,8 @@ def run_cases(ops, driver, kernels: dict, cases: int, seed: int) -> Report:
         report.add(kind, issue, case)
     return report
 
+
+def _is_extent(value: object) -> bool:
+    """A grid extent the launch takes: an integer as ``operator.index`` reads one (NumPy's too, as
+    numba and CuPy take them), never a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
