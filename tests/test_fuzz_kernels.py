@@ -2,9 +2,9 @@
 corpus through ``buildtile check`` and the compile, in a worker process.
 
 ``FUZZ_KERNEL_CASES`` (default 50) and ``FUZZ_SEED`` (default 0) size a run; scripts/fuzz.py runs
-long ones. Every internal error found must be a known one, each pinned by an
-``xfail(strict=True)`` regression kernel below: when its fix lands, the case passes, fails as
-XPASS, and its entry leaves :data:`KNOWN`.
+long ones. Every internal error the fuzzer found is fixed and pinned by a regression kernel
+below; a new finding fails the run until it is fixed and pinned the same way (an
+``xfail(strict=True)`` kernel and a :data:`KNOWN` pattern while a fix is pending).
 """
 
 from __future__ import annotations
@@ -27,18 +27,12 @@ from kernel_worker import run_case  # noqa: E402
 CASES = int(os.environ.get("FUZZ_KERNEL_CASES", "50"))
 SEED = int(os.environ.get("FUZZ_SEED", "0"))
 
-#: internal error pattern -> the regression kernel below that reproduces it
-KNOWN = {
-    r"^internal: TypeError at frontend\.py:\d+ \(expr_BinOp\)": "float_shift",
-    r"^internal: TypeError at frontend\.py:\d+ \(fold_constant\)": "float_shift_module_constant",
-    r"^internal: TypeError at frontend\.py:\d+ \(const\)": "tile_float_shift_constant",
-    r"^internal: OverflowError at llvm\.py:\d+ \(rounded_const\)": "f16_overflow",
-    r"^internal: RecursionError": "deep_sum",
-}
+#: internal error pattern -> the regression kernel that pins it, for findings whose fix is pending (none now)
+KNOWN: dict[str, str] = {}
 
 HEAD = "from buildtile import simt\nfrom buildtile.types import DisjointSlice, Slice, f16, f32, i32\n\n\n"
 
-#: kernels that end in an internal error today; the fixes are being made in the frontends
+#: kernels the fuzzer found ending in an internal error; each now checks or is refused with BT codes
 REGRESSIONS = {
     "float_shift": """
         @simt.kernel(block=256)
@@ -128,7 +122,6 @@ def test_every_known_error_names_a_regression_kernel():
     assert set(KNOWN.values()) <= set(REGRESSIONS)
 
 
-@pytest.mark.xfail(strict=True, reason="the frontends raise a Python exception here, not a BT diagnostic")
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))
 def test_regression_kernel_checks_or_is_refused_with_bt_codes(name, tmp_path):
     outcome = run_case(HEAD + textwrap.dedent(REGRESSIONS[name]).lstrip("\n"), "regression", tmp_path)

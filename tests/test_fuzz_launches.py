@@ -82,7 +82,7 @@ def test_a_grid_of_numpy_ints_launches_as_ints_do(ops, fake_gpu, grid):
     ops.matadd[grid](a, b, c)
     ops.matadd[4](a, b, c)
     assert len(fake_gpu.queued) == queued + 2
-    assert fake_gpu.queued[-2].grid == fake_gpu.queued[-1].grid
+    assert fake_gpu.launches[-2].grid == fake_gpu.launches[-1].grid
 
 
 def test_a_keyword_argument_is_refused_with_a_bt_code(ops, fake_gpu):

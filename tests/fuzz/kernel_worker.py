@@ -11,6 +11,7 @@ from pathlib import Path
 
 from buildtile.backend import CompileOptions
 from buildtile.check import check_file
+from buildtile.deep_stack import deep_stack
 from buildtile.discovery import KernelModule, find_kernels
 from buildtile.errors import BuildtileError
 from buildtile.plugins import backends
@@ -19,8 +20,10 @@ from buildtile.toolchain.ptx import llvm_to_ptx
 TARGET = "sm_80"
 
 
+@deep_stack
 def compile_all(path: Path, root: Path) -> None:
-    """analyze -> entries (LLVM IR) -> PTX of every kernel in ``path``."""
+    """analyze -> entries (LLVM IR) -> PTX of every kernel in ``path``, on the compiler's deep stack
+    as a build runs them."""
     registry = backends()
     options = CompileOptions()
     for src in find_kernels(KernelModule(path.stem, path), registry, root):

@@ -132,15 +132,20 @@ def children(node: Expr | Stmt) -> list:
 
 
 def walk_exprs(node) -> Iterator[Expr]:
-    """Every expression under a statement, an expression or a list of them, depth first."""
-    if isinstance(node, list):
-        for item in node:
-            yield from walk_exprs(item)
-        return
-    if isinstance(node, Expr):
-        yield node
-    for child in children(node) if isinstance(node, (Expr, Stmt)) else ():
-        yield from walk_exprs(child)
+    """Every expression under a statement, an expression or a list of them, depth first.
+
+    Walked with a stack of its own, not nested generators: a generator chain as deep as the
+    expression would pass each node up through every level (quadratic in a long sum)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+            continue
+        if isinstance(item, Expr):
+            yield item
+        if isinstance(item, (Expr, Stmt)):
+            stack.extend(reversed(children(item)))
 
 
 def walk_stmts(stmts: list[Stmt]) -> Iterator[Stmt]:

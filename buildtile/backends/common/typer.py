@@ -20,6 +20,7 @@ the next, so one build reports every problem of a kernel.
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable
 
 from buildtile.backend import KernelSource
@@ -32,6 +33,9 @@ from buildtile.diagnostics import Diagnostic, Span
 class Abort(Exception):
     """Stops typing one statement after its diagnostic was recorded."""
 
+
+#: the largest finite value of each float type (IEEE half, bfloat16, single); f64 holds every Python float
+FLOAT_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38}
 
 class BaseTyper:
     """Statement and expression dispatch, diagnostics and the scalar rules."""
@@ -447,6 +451,11 @@ class BaseTyper:
                 if not lo <= value.value <= hi:
                     self.fail("BT0308", value.src, f"literal `{value.value}` out of range for {ty}",
                               label=f"{ty} holds {lo}..{hi}", help="use a wider type, or cast explicitly")
+            elif ty.is_float and abs(float(value.value)) > FLOAT_MAX.get(ty.name, math.inf):
+                # a finite literal that the type would round to infinity
+                self.fail("BT0308", value.src, f"literal `{value.value}` out of range for {ty}",
+                          label=f"the largest finite {ty} is {FLOAT_MAX[ty.name]:.6g}",
+                          help="use a wider type, or cast explicitly")
             return ir.Const(ty, value=float(value.value) if ty.is_float else value.value, src=value.src)
         if isinstance(value, ir.Var):
             self.refine(value.name, ty, value.src)
