@@ -7,7 +7,9 @@ cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1 BUILDTILE_REQUIRE_GPU=1
 python="${PYTHON:-python3}"
 status=0
-# editable, so that the compiled launch call is built next to the sources that tests import
+# editable, so that the compiled launch call (built by the runtime distribution) lands next to the
+# sources that tests import
+"$python" -m pip install -q --no-deps --no-build-isolation -e ./runtime || exit 1
 "$python" -m pip install -q --no-deps --no-build-isolation -e . || exit 1
 "$python" -m pip install -q --no-deps --no-build-isolation ./example_project || exit 1
 "$python" -m pip install -q --no-deps --no-build-isolation ./example_project_mixed || status=1
