@@ -53,7 +53,9 @@ TOOL_OPTIONS = {
     "initcheck": [],
 }
 
-_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
+#: the summary line of each sanitized process: memcheck, synccheck and initcheck count errors,
+#: racecheck counts hazards ("RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)")
+_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?|RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?")
 
 
 class SanitizerNotFoundError(BuildtileError):
@@ -155,7 +157,7 @@ def sanitize(command: list[str], tool: str = "memcheck", *, sanitizer: str | Non
         text = log.read_text(errors="replace") if log.exists() else ""
     if text:
         sys.stderr.write(text if text.endswith("\n") else text + "\n")
-    counts = [int(n) for n in _SUMMARY.findall(text)]   # one summary per process followed
+    counts = [int(a or b) for a, b in _SUMMARY.findall(text)]   # one summary per process followed
     result = SanitizeResult(tool, sum(counts) if counts else None, status)
     print(result.summary(), file=sys.stderr)
     return result

@@ -34,7 +34,11 @@ status = subprocess.call(command)
 with open(options["--log-file"][0], "w") as log:
     if errors:
         log.write("========= Invalid __global__ read of size 4 bytes\\n")
-    log.write(f"========= ERROR SUMMARY: {{errors}} error{{'' if errors == 1 else 's'}}\\n")
+    if options["--tool"][0] == "racecheck":   # racecheck's own summary counts hazards
+        log.write(f"========= RACECHECK SUMMARY: {{errors}} hazard{{'' if errors == 1 else 's'}} displayed "
+                  f"({{errors}} error{{'' if errors == 1 else 's'}}, 0 warnings)\\n")
+    else:
+        log.write(f"========= ERROR SUMMARY: {{errors}} error{{'' if errors == 1 else 's'}}\\n")
 sys.exit(int(options["--error-exitcode"][0]) if errors else status)
 """
 
@@ -91,6 +95,13 @@ def test_errors_found_exit_1_with_the_report_and_the_count(fake_sanitizer, monke
     err = capsys.readouterr().err
     assert "Invalid __global__ read" in err
     assert err.splitlines()[-1] == "buildtile sanitize: initcheck: 3 errors"
+
+
+@pytest.mark.parametrize("errors", [0, 2])
+def test_racecheck_reports_are_counted_from_its_own_summary(fake_sanitizer, monkeypatch, capsys, errors):
+    monkeypatch.setenv("FAKE_SANITIZER_ERRORS", str(errors))
+    assert main(["sanitize", "--tool", "racecheck", "--", *program("pass")]) == (1 if errors else 0)
+    assert capsys.readouterr().err.splitlines()[-1] == f"buildtile sanitize: racecheck: {errors} errors"
 
 
 def test_a_failing_program_without_errors_keeps_its_status(fake_sanitizer, capsys):

@@ -451,8 +451,8 @@ class BaseTyper:
                 if not lo <= value.value <= hi:
                     self.fail("BT0308", value.src, f"literal `{value.value}` out of range for {ty}",
                               label=f"{ty} holds {lo}..{hi}", help="use a wider type, or cast explicitly")
-            elif ty.is_float and abs(float(value.value)) > FLOAT_MAX.get(ty.name, math.inf):
-                # a finite literal that the type would round to infinity
+            elif ty.is_float and math.isfinite(value.value) and abs(value.value) > FLOAT_MAX.get(ty.name, math.inf):
+                # a finite literal that the type would round to infinity (an infinity itself is one of its values)
                 self.fail("BT0308", value.src, f"literal `{value.value}` out of range for {ty}",
                           label=f"the largest finite {ty} is {FLOAT_MAX[ty.name]:.6g}",
                           help="use a wider type, or cast explicitly")
