@@ -84,7 +84,7 @@ class _Emitter:
         self.scratch_base = _align(plan.pipeline_bytes, 128)
         self.scratch_bytes = 0
         self._thread_parts: dict = {}
-        self._helpers: dict = {}                    # cold device functions, by what they do
+        self.helpers: dict = {}                    # cold device functions, by what they do
         self._tile_ids: dict[tuple[str, int], lir.Value] = {}
 
     # ------------------------------------------------------------ structure

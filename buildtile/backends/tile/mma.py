@@ -312,7 +312,7 @@ def _copy_tile(em, arr, origin: list, rows: int, cols: int, dst: lir.Value, fast
 def _masked_copy(em, dtype: Scalar, rows: int, cols: int) -> lir.Function:
     """The copy for misaligned or strided arrays, as a cold device function (made once per shape)."""
     key = ("masked_copy", dtype, rows, cols)
-    if key not in em._helpers:
+    if key not in em.helpers:
         with em.device_function(f"copy_masked_{dtype}_{rows}x{cols}", [GLOBAL_PTR] + [I64] * 6 + [I32]) as fn:
             data, shape0, shape1, stride0, stride1, origin0, origin1, dst = fn.args
             view = type("View", (), {})()
@@ -320,8 +320,8 @@ def _masked_copy(em, dtype: Scalar, rows: int, cols: int) -> lir.Function:
             per_row = cols // 8
             _copy_chunks(em, view, [origin0, origin1], per_row, rows * per_row, em.plan.threads, dst, cols,
                          async_copy=False)
-        em._helpers[key] = fn
-    return em._helpers[key]
+        em.helpers[key] = fn
+    return em.helpers[key]
 
 
 def _copy_chunks(em, arr, origin, per_row: int, total: int, threads: int, dst, cols: int, async_copy: bool) -> None:
