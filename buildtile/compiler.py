@@ -25,7 +25,7 @@ from buildtile import __version__
 from buildtile.backend import AnalyzedKernel, Backend, CompileEntry, CompileOptions, KernelSource, Stage
 from buildtile.cache import KernelCache, cache_key, resolve_cache_dir
 from buildtile.config import Project
-from buildtile.diagnostics import unique
+from buildtile.diagnostics import Diagnostic, Span, unique
 from buildtile.discovery import find_kernels, resolve_modules
 from buildtile.errors import CompileError, ConfigError
 from buildtile.interop import manifest as manifest_io
@@ -182,10 +182,12 @@ def kernel_targets(kernel: AnalyzedKernel, targets: list[str]) -> list[str]:
     floor = kernel.contract.get("min_compute_capability") or 0
     allowed = [t for t in targets if target_arch(t)[0] >= floor]
     if not allowed:
-        raise ConfigError(
-            f"kernel `{kernel.source.module}.{kernel.source.name}` needs compute capability {floor} or newer, "
+        src = kernel.source
+        raise CompileError([Diagnostic(
+            "BT0010", f"kernel `{src.module}.{src.name}` needs compute capability {floor} or newer, "
             f"but the project builds only for {', '.join(targets)}",
-            help=f"add a target such as sm_{floor} to tool.buildtile.targets")
+            Span.of(src.decorator, src.display_file, src.lines), label=f"needs sm_{floor} or newer",
+            help=f"add a target such as sm_{floor} to tool.buildtile.targets")])
     return allowed
 
 

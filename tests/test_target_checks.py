@@ -88,3 +88,16 @@ def test_a_tile_kernel_without_mma_builds_for_sm75(tmp_path):
     assert set(kernel["artifacts"]) == {"sm_75", "ptx"} and kernel["artifacts"]["ptx"]["target"] == "sm_75"
     cubin = tmp_path / "out" / PACKAGE / "_buildtile" / kernel["artifacts"]["sm_75"]["path"]
     assert cubin.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_a_kernel_whose_compute_capability_no_target_has_is_a_located_bt0010(tmp_path):
+    source = ("from buildtile import simt\nfrom buildtile.types import DisjointSlice, f32\n\n\n"
+              "@simt.kernel(block=128, min_compute_capability=\"sm_90\")\n"
+              "def hopper_only(c: DisjointSlice[f32]):\n    c[simt.index_1d()] = 1.0\n")
+    root = project_of(source, ["sm_80"], tmp_path / "proj")
+    with pytest.raises(CompileError) as info:
+        compile_project(load_project(root), tmp_path / "out", log=lambda _: None)
+    (diag,) = info.value.diagnostics
+    assert diag.code == "BT0010" and "needs compute capability 90" in diag.message
+    assert (diag.span.file, diag.span.line) == ("uitargets/kernels.py", 5)
+    assert not (tmp_path / "out" / PACKAGE / "_buildtile").exists()

@@ -66,7 +66,7 @@ _UNSUPPORTED_HELP = {
 
 class _Typer(TileOperations):
     kernels = "tile kernels"
-    reference = "see the Tile language reference (DESIGN §3)"
+    reference = "see the Tile language reference (docs/tile.md)"
     operands = "scalars or tiles"
     unsupported_help = _UNSUPPORTED_HELP
 

@@ -1,4 +1,4 @@
-"""The grid of tiles an output is cut into, and the launch grid of one block per tile (DESIGN §3)."""
+"""The grid of tiles an output is cut into, and the launch grid of one block per tile (docs/tile.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The owned handles a Tile launch takes — tensors and partitions — and what using one after a move does.
 
-A Tile launch takes ownership of its arguments (DESIGN §4, BT0382): the
+A Tile launch takes ownership of its arguments (docs/ownership.md, BT0382): the
 arrays are the kernel's until the launch is enqueued, and the caller gets
 them back, as fresh handles, from ``.sync_on(stream)``. Python cannot
 invalidate a variable, so ownership lives in a handle that buildtile owns:
@@ -22,7 +22,7 @@ way to see its uses. Keep only the handle if you want moves checked.
 ``tile.Out`` parameter takes. It owns its array like a TileTensor and fixes
 the tile shape, which selects the compiled specialization and, with the
 array's shape, the launch grid: ``ceil(shape[d] / tile_shape[d])`` tiles
-along each axis ``d``, the last axis along grid x (DESIGN §3)::
+along each axis ``d``, the last axis along grid x (docs/tile.md)::
 
     zp = tile.partition(z, [128])            # 1000 elements -> 8 tiles (the last one ragged)
     zp.num_tiles                             # (8,)
