@@ -10,11 +10,7 @@ tile_shape)).sync_on(stream)``.
 
 from __future__ import annotations
 
-import importlib
-import itertools
 import math
-import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -141,36 +137,13 @@ def test_matmul_reads_a_transposed_operand(tiles):
 
 # ---------------------------------------------------------------- one feature each (tests/tile_cases.py)
 
-_ids = itertools.count()
-
-
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory):
     """tests/tile_cases.py compiled for this GPU into a throwaway package."""
-    from buildtile.compiler import compile_project
-    from buildtile.config import load_project
-    from buildtile.runtime.package import forget_package
+    from kernel_packages import compiled_for_this_gpu
 
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch has no CUDA")
-    major, minor = torch.cuda.get_device_capability(0)
-    package = f"bttilecases{next(_ids)}"
-    root = tmp_path_factory.mktemp("tile_cases")
-    (root / package).mkdir()
-    (root / package / "__init__.py").write_text("")
-    shutil.copy(TESTS / "tile_cases.py", root / package / "ops.py")
-    (root / "pyproject.toml").write_text(
-        f'[project]\nname = "{package}"\nversion = "0.1.0"\n\n[tool.buildtile]\n'
-        f'kernels = ["{package}.ops"]\ntargets = ["sm_{major}{minor}"]\nptx = false\ncache-dir = "off"\n')
-    compile_project(load_project(root, env={}), root, log=lambda line: None)
-    sys.path.insert(0, str(root))
-    try:
-        yield importlib.import_module(f"{package}.ops")
-    finally:
-        sys.path.remove(str(root))
-        forget_package(package)
-        for name in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
-            del sys.modules[name]
+    with compiled_for_this_gpu(TESTS / "tile_cases.py", "bttilecases", tmp_path_factory.mktemp("tile_cases")) as ops:
+        yield ops
 
 
 def test_where_with_a_scalar_parameter(cases):
