@@ -24,6 +24,8 @@ from buildtile.backends.common.constants import MATH_CONSTANTS, fold_constant
 from buildtile.backends.common.typer import Abort, is_intlike
 from buildtile.backends.simt import ir
 from buildtile.backends.simt.intrinsics import RANDOM_MODULE, SimtCalls
+from buildtile.backends.simt.unpacking import TupleAssignment
+from buildtile.backends.simt.witnesses import GEOMETRY, WitnessForms
 from buildtile.backends.simt.params import SIMT_MODULE, TYPES_MODULE, parse_param_type, scalar_of
 from buildtile.backends.simt.types import (
     I64, Scalar, ShapeT, SharedT, SliceT, TensorT, TupleT, ValuesT, VOID, WEAK_INT, Weak, WitnessT, WitnessTupleT,
@@ -31,9 +33,6 @@ from buildtile.backends.simt.types import (
 )
 from buildtile.diagnostics import Diagnostic
 from buildtile.discovery import resolve_dotted
-
-_GEOMETRY = {"thread_idx", "block_idx", "block_dim", "grid_dim"}
-
 
 @dataclass
 class _Local:
@@ -135,7 +134,7 @@ def _always_returns(body: list[ir.Stmt]) -> bool:
                                             and _always_returns(s.orelse)) for s in body)
 
 
-class _KernelTyper(SimtCalls):
+class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
     """Types one kernel, or with ``device_fn`` one ``@simt.device`` function."""
 
     reference = "see the SIMT language reference"
@@ -283,66 +282,6 @@ class _KernelTyper(SimtCalls):
         if isinstance(target, ast.Name):
             return self.bind(target, self.expr(value_node), node)
         self.fail("BT0200", target, "cannot assign to this expression")
-
-    def assign_tuple(self, target: ast.Tuple, value_node: ast.AST, node: ast.stmt):
-        if not all(isinstance(e, ast.Name) for e in target.elts):
-            self.fail("BT0200", target, "a tuple assignment binds plain names",
-                      help="assign elements one at a time: `c[i] = a`")
-        if isinstance(value_node, ast.Tuple):
-            return self.assign_values(target, value_node, node)
-        value = self.expr(value_node)
-        if isinstance(value.ty, ValuesT):
-            if len(target.elts) != len(value.values):
-                self.fail("BT0308", target, f"`{ast.unparse(value_node)}` gives {len(value.values)} values, "
-                          f"{len(target.elts)} names unpack it", help=f"unpack it into {len(value.values)} names")
-            return [self.bind(t, v, node) for t, v in zip(target.elts, value.values)]
-        if isinstance(value.ty, TupleT):
-            return self.unpack_call(target, value, node)
-        if not isinstance(value.ty, WitnessTupleT):
-            self.fail("BT0308", value_node, f"cannot unpack a value of type {value.ty}",
-                      help="unpack a tuple `a, b = b, a`, `simt.index_2d()`, `simt.grid(2)` or a device function's tuple")
-        call = f"grid({value.ty.dims})" if value.ty.x_first else f"index_{value.ty.dims}d()"
-        if len(target.elts) != value.ty.dims:
-            self.fail("BT0308", target, f"`simt.{call}` gives {value.ty.dims} indices",
-                      help=f"unpack it into {value.ty.dims} names")
-        out = []
-        for k, name_node in enumerate(target.elts):
-            axis = value.ty.dims - 1 - k if value.ty.x_first else k
-            component = ir.ThreadIndex(WitnessT(value.ty.dims, axis), dims=value.ty.dims, src=value_node)
-            out.append(self.bind(name_node, component, node))
-        return out
-
-    def assign_values(self, target: ast.Tuple, value_node: ast.Tuple, node: ast.stmt):
-        """``a, b = b, a``: every value is read before any name is bound, as in Python."""
-        if len(target.elts) != len(value_node.elts):
-            self.fail("BT0308", node, f"{len(value_node.elts)} values are assigned to {len(target.elts)} names")
-        if any(isinstance(e, ast.Starred) for e in value_node.elts):
-            self.fail("BT0200", value_node, "starred values are not supported in kernels")
-        names = {t.id for t in target.elts}
-        read = {n.id for v in value_node.elts for n in ast.walk(v) if isinstance(n, ast.Name)}
-        values = [self.expr(v) for v in value_node.elts]
-        if not names & read:
-            return [self.bind(t, v, node) for t, v in zip(target.elts, values)]
-        # the values go through temporaries (names no Python code can spell) before the targets change
-        out, temps = [], []
-        for k, v in enumerate(values):
-            temp = ast.Name(id=f"{target.elts[k].id}.{node.lineno}.{node.col_offset}", ctx=ast.Store())
-            ast.copy_location(temp, target.elts[k])
-            out.append(self.bind(temp, v, node))
-            temps.append(ir.Var(self.locals[temp.id].ty, name=temp.id, src=value_node.elts[k]))
-        return out + [self.bind(t, v, node) for t, v in zip(target.elts, temps)]
-
-    def unpack_call(self, target: ast.Tuple, value: ir.Expr, node: ast.stmt):
-        """``x, y = f(...)`` of a device function returning a tuple: the call runs once."""
-        if len(target.elts) != len(value.ty.elems):
-            self.fail("BT0308", target, f"`{value.func}` returns {len(value.ty.elems)} values, "
-                      f"{len(target.elts)} names unpack it", help=f"unpack it into {len(value.ty.elems)} names")
-        temp = f"{value.func}.{node.lineno}.{node.col_offset}"
-        self.locals[temp] = _Local(value.ty)
-        out = [ir.Assign(name=temp, value=value, src=node)]
-        for k, t in enumerate(target.elts):
-            out.append(self.bind(t, ir.TupleItem(value.ty.elems[k], tuple=temp, index=k, src=value.src), node))
-        return out
 
     def bind(self, target: ast.Name, value: ir.Expr, node: ast.stmt):
         name = target.id
@@ -510,57 +449,6 @@ class _KernelTyper(SimtCalls):
             return ir.ParamRef(self.params[name].ty, name=name, src=node)
         return None
 
-    # ------------------------------------------------------------ values that prove ownership
-    def resolved(self, e: ir.Expr) -> ir.Expr:
-        """``e``, or the value of the stable local it reads."""
-        while isinstance(e, ir.Var) and e.name in self.stable:
-            e = self.stable[e.name]
-        return e
-
-    def geometry(self, e: ir.Expr) -> str | None:
-        """``"thread_idx.x"`` ... when ``e`` is that geometry value."""
-        e = self.resolved(e)
-        return e.name if isinstance(e, ir.Intrinsic) and e.name.split(".")[0] in _GEOMETRY else None
-
-    def is_grid_total(self, e: ir.Expr) -> bool:
-        """``e`` is the grid's total threads along x: ``grid_dim.x * block_dim.x`` in either order
-        (``simt.gridsize(1)`` is spelled so)."""
-        e = self.resolved(e)
-        return (isinstance(e, ir.BinOp) and e.op == "*"
-                and {self.geometry(e.lhs), self.geometry(e.rhs)} == {"grid_dim.x", "block_dim.x"})
-
-    def grid_stride_step(self, name: str, local: _Local, value: ir.Expr) -> bool:
-        """``i += <grid's total threads>`` of a 1-D witness: ``i`` stays in this thread's residue
-        class modulo the total threads, which no other thread's index enters."""
-        if not (isinstance(local.ty, WitnessT) and local.ty.dims == 1 and isinstance(value, ir.BinOp)
-                and value.op == "+"):
-            return False
-        for own, step in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
-            if isinstance(own, ir.Var) and own.name == name and self.is_grid_total(step):
-                return True
-        return False
-
-    def grid_stride_range(self, name: str, start: ir.Expr, step: ir.Expr) -> bool:
-        """``for name in range(<1-D witness>, n, <grid's total threads>)``, the loop its only binding."""
-        return (start.ty == WitnessT(1, 0) and self.is_grid_total(step)
-                and self.assign_counts.get(name, 0) == 2 and name not in self.params)
-
-    def binop(self, op: str, lhs: ir.Expr, rhs: ir.Expr, node: ast.AST, lnode: ast.AST, rnode: ast.AST) -> ir.Expr:
-        result = super().binop(op, lhs, rhs, node, lnode, rnode)
-        if op == "+" and not self.multi_dim and self.spells_index_1d(lhs, rhs):
-            self.index_dims.add(1)
-            return ir.ThreadIndex(WitnessT(1, 0), dims=1, src=node)
-        return result
-
-    def spells_index_1d(self, lhs: ir.Expr, rhs: ir.Expr) -> bool:
-        """``thread_idx.x + block_idx.x * block_dim.x``, the terms and factors in any order."""
-        for tid, base in ((lhs, rhs), (rhs, lhs)):
-            base = self.resolved(base)
-            if (self.geometry(tid) == "thread_idx.x" and isinstance(base, ir.BinOp) and base.op == "*"
-                    and {self.geometry(base.lhs), self.geometry(base.rhs)} == {"block_idx.x", "block_dim.x"}):
-                return True
-        return False
-
     def expr_Attribute(self, node: ast.Attribute):
         # thread geometry: simt.thread_idx.x ...
         dotted = resolve_dotted(node, self.ns)
@@ -568,7 +456,7 @@ class _KernelTyper(SimtCalls):
             return self.literal(MATH_CONSTANTS[dotted], node)
         if dotted and dotted.startswith(SIMT_MODULE + "."):
             parts = dotted[len(SIMT_MODULE) + 1:].split(".")
-            if len(parts) == 2 and parts[0] in _GEOMETRY and parts[1] in ("x", "y", "z"):
+            if len(parts) == 2 and parts[0] in GEOMETRY and parts[1] in ("x", "y", "z"):
                 return ir.Intrinsic(I64, name=f"{parts[0]}.{parts[1]}", src=node)
             self.fail("BT0425", node, f"`simt.{'.'.join(parts)}` is not a value",
                       help="thread geometry is simt.thread_idx/block_idx/block_dim/grid_dim with .x, .y or .z")
