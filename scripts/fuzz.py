@@ -30,9 +30,15 @@ def main(argv: list[str] | None = None) -> int:
 
         report = run_cases(args.cases, args.seed, log=lambda line: print(line, flush=True))
     else:
-        from fuzz.launches import run_cases
+        # launches need the test suite's fake driver and compiled runtime kernels: run the suite's
+        # launch-fuzzing test, both launch paths, at this size and seed
+        import os
+        import subprocess
 
-        report = run_cases(args.cases, args.seed)
+        env = {**os.environ, "FUZZ_CASES": str(args.cases), "FUZZ_SEED": str(args.seed)}
+        return subprocess.call([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+                                str(ROOT / "tests" / "test_fuzz_launches.py"), "-k", "every_mutated_launch"],
+                               cwd=ROOT, env=env)
     print(f"{report.cases} cases in {time.monotonic() - start:.0f} s: "
           + ", ".join(f"{kind} {n}" for kind, n in sorted(report.outcomes.items())))
     print(f"{len(report.internal)} distinct internal errors")
