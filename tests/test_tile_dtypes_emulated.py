@@ -145,6 +145,23 @@ def test_float_arithmetic_powers_and_integer_conditions(kernels, dtype, n):
         np.testing.assert_array_equal(as_float(got, dtype), want[name], err_msg=f"{name} of {dtype}")
 
 
+@pytest.mark.parametrize("rows", [1, 37])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_row_reductions_of_every_dtype(kernels, dtype, rows):
+    r = rng(BITS[dtype] + rows)
+    if dtype in FLOATS:     # small integers: every order of summation gives the same value
+        x = of_float(r.integers(-8, 9, (rows, 64)).astype(np.float32), dtype)
+    else:
+        info = np.iinfo(NUMPY[dtype])
+        x = r.integers(int(info.min), int(info.max), (rows, 64), dtype=NUMPY[dtype], endpoint=True)
+    outs = [empty(rows, dtype).reshape(rows, 1) for _ in range(3)]
+    kernels(f"reduce_{dtype}")(x, *outs)
+    values = as_float(x, dtype) if dtype in FLOATS else x
+    total = values.sum(axis=1, keepdims=True, dtype=np.float64 if dtype in FLOATS else NUMPY[dtype])
+    for got, want in zip(outs, [total, values.max(axis=1, keepdims=True), values.min(axis=1, keepdims=True)]):
+        np.testing.assert_array_equal(as_float(got, dtype) if dtype in FLOATS else got, want)
+
+
 @pytest.mark.parametrize("n", SIZES)
 def test_lossless_mixes_promote_implicitly(kernels, n):
     r = rng(n)

@@ -74,6 +74,14 @@ def source() -> str:
                 "    v = a",
                 "    v **= 2",
                 "    sq.store(v)", ""]
+    for d in DTYPES:
+        out += ["", '@tile.kernel(specialize=[{"total": [16, 1], "top": [16, 1], "bottom": [16, 1]}])',
+                f"def reduce_{d}(x: Tensor[{d}, 2], total: tile.Out[{d}, 2], top: tile.Out[{d}, 2], "
+                f"bottom: tile.Out[{d}, 2]):",
+                "    t = tile.load(x, (total.tile_id(0), 0), (16, 64))",
+                "    total.store(tile.sum(t, axis=1, keepdims=True))",
+                "    top.store(t.max(axis=1, keepdims=True))",
+                "    bottom.store(tile.min(t, 1, True))", ""]
     out += ['''
 @tile.kernel(specialize=[{"wide": [256], "prod": [256], "mixed": [256], "unsigned": [256]}])
 def promotions(a: Tensor[i8, 1], b: Tensor[i16, 1], c: Tensor[u8, 1], h: Tensor[f16, 1], f: Tensor[f32, 1],
