@@ -191,3 +191,29 @@ def test_loop_forms_follow_python(kernels, n, count, step):
     t = np.exp2(x * np.float32(1.0 / math.log(2))) * np.float32(math.sqrt(2.0))
     want = acc + t + np.float32(2.0) + (np.arange(n) % 256 + 4).astype(np.float32)   # per tile
     np.testing.assert_allclose(z, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 16, 32), (3, 5, 40, 70)])
+def test_rank4_tiles_reduce_and_broadcast(kernels, shape):
+    x = rng(len(shape)).standard_normal(shape).astype(np.float32)
+    z = empty(math.prod(shape), "f32").reshape(shape)
+    kernels("rank4")(x, z)
+    # the sum runs over each 32-column tile of a row
+    cols = np.pad(x, [(0, 0)] * 3 + [(0, -shape[3] % 32)]).reshape(*shape[:3], -1, 32)
+    sums = np.repeat(cols.sum(axis=4), 32, axis=3)[..., :shape[3]]
+    np.testing.assert_allclose(z, x * 2 + sums, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 8, 2, 16), (2, 3, 19, 5, 20)])
+def test_rank5_tiles_permute_and_reduce(kernels, shape):
+    x = rng(5).standard_normal(shape).astype(np.float16)
+    out_shape = (shape[0], shape[1], shape[3], shape[2], shape[4])
+    z = empty(math.prod(out_shape), "f32").reshape(out_shape)
+    kernels("rank5")(x, z)
+    # the maximum runs over each 8-long tile of axis 2 of x (padding 0 past the edge)
+    pad = -shape[2] % 8
+    tiles = np.pad(x.astype(np.float32), [(0, 0), (0, 0), (0, pad), (0, 0), (0, 0)])
+    tiles = tiles.reshape(shape[0], shape[1], -1, 8, shape[3], shape[4])
+    maxima = np.repeat(tiles.max(axis=3), 8, axis=2)[:, :, :shape[2]]
+    want = (x.astype(np.float32) - maxima).transpose(0, 1, 3, 2, 4)
+    np.testing.assert_array_equal(z, want)

@@ -95,6 +95,20 @@ def promotions(a: Tensor[i8, 1], b: Tensor[i16, 1], c: Tensor[u8, 1], h: Tensor[
     unsigned.store(tc + tc.astype(u16))
 
 
+@tile.kernel(specialize=[{"z": [1, 2, 16, 32]}])
+def rank4(x: Tensor[f32, 4], z: tile.Out[f32, 4]):
+    """(batch, heads, seq, dim) tiles: a reduction over the last axis, broadcast back."""
+    t = tile.load_like(x, z)
+    z.store(t * 2.0 + t.sum(axis=3, keepdims=True))
+
+
+@tile.kernel(specialize=[{"z": [1, 2, 2, 8, 16]}])
+def rank5(x: Tensor[f16, 5], z: tile.Out[f32, 5]):
+    """z = x with axes 2 and 3 swapped, less the maximum over the swapped axis."""
+    t = tile.load(x, (z.tile_id(0), z.tile_id(1), z.tile_id(3), z.tile_id(2), z.tile_id(4)), (1, 2, 8, 2, 16))
+    z.store(t.permute(0, 1, 3, 2, 4).astype(f32) - t.max(axis=2, keepdims=True).permute(0, 1, 3, 2, 4))
+
+
 @tile.kernel(specialize=[{"z": [256]}])
 def loop_forms(x: Tensor[f32, 1], n: i64, step: i64, z: tile.Out[f32, 1]):
     """A run-time step (either sign), a constant negative one, a shadowed parameter, folded math constants."""

@@ -306,11 +306,26 @@ class _Emitter:
             rank = len(self.kernel.tile_shapes[param])
             dims = "xyz"[:rank][::-1]         # axis rank-1 -> x, rank-2 -> y, rank-3 -> z
             ids = [b.zext(sreg(b, f"ctaid.{d}"), I64) for d in dims]
+            if rank > 3:
+                ids = self.leading_tile_ids(param, ids[0]) + ids[1:]
             if self.plan.grouped_grid and rank == 2:
                 ids = _grouped(b, ids[1], ids[0], b.zext(sreg(b, "nctaid.x"), I64), b.zext(sreg(b, "nctaid.y"), I64))
             for a, value in enumerate(ids):
                 self._tile_ids[(param, a)] = value
         return self._tile_ids[key]
+
+    def leading_tile_ids(self, param: str, z: lir.Value) -> list[lir.Value]:
+        """The tile ids along axes 0 .. rank-3 of a rank-4/5 partition, all folded into ``ctaid.z``
+        (axis rank-3 fastest) as the hosts launch it (buildtile/runtime/tile/grid.py, bt_tile.c).
+        The minimal mapping for tensors of rank above 3, until the grid is linearised in one place."""
+        b = self.alloca_builder
+        shape, extents = self.kernel.tile_shapes[param], self.arrays[param].shape
+        ids = []
+        for axis in range(len(shape) - 3, 0, -1):
+            count = b.sdiv(b.add(extents[axis], I64(shape[axis] - 1)), I64(shape[axis]))
+            ids.append(b.urem(z, count))
+            z = b.udiv(z, count)
+        return [z] + ids[::-1]
 
     # ------------------------------------------------------------ tiles
     def tile_in(self, e: ir.Expr, layout: Layout) -> TileVal:
