@@ -77,6 +77,7 @@ class _Typer(TileOperations):
         self.tile_shapes = tile_shapes
         self.const_locals: dict[str, object] = {}
         self.counts = _assignment_counts(source.node)
+        self.loop_depth = 0         # how many loops enclose the statement being typed
 
     # ------------------------------------------------------------ kernel
     def run(self) -> ir.KernelIR:
@@ -177,10 +178,23 @@ class _Typer(TileOperations):
             return ir.Assign(name=name, value=value, src=node)
         if isinstance(existing, TileT) or isinstance(ty, TileT):
             if existing != ty:
-                self.type_mismatch(node, f"`{name}`", existing, ty,
-                                   help="a name keeps one tile type (dtype and shape); use a new name or .astype()")
+                self.tile_rebinding(name, existing, ty, node)
             return ir.Assign(name=name, value=value, src=node)
         return ir.Assign(name=name, value=self.coerce(value, value_type(existing), value.src or node), src=node)
+
+    def tile_rebinding(self, name: str, existing, ty, node: ast.stmt):
+        """Refuse a new type for a name that holds a tile, saying what to write instead."""
+        if isinstance(existing, TileT) and isinstance(ty, TileT) and existing.shape == ty.shape:
+            self.type_mismatch(node, f"`{name}`", existing, ty,
+                               help=f"a name keeps one tile type; convert back with `(...).astype({existing.dtype})`")
+        if isinstance(existing, TileT) and isinstance(ty, TileT) and self.loop_depth:
+            self.fail("BT0308", node, f"`{name}` takes a new tile shape inside a loop: "
+                      f"{_shape_text(existing.shape)} before, {_shape_text(ty.shape)} here",
+                      label="tile shapes are fixed at compile time, the same in every iteration",
+                      help=f"keep `{name}` at {_shape_text(existing.shape)} (reshape back before the next "
+                           "iteration), or bind the new shape to a new name")
+        self.type_mismatch(node, f"`{name}`", existing, ty,
+                           help="a name keeps one tile type (dtype and shape); use a new name or .astype()")
 
     def stmt_For(self, node: ast.For):
         if node.orelse:
@@ -212,7 +226,12 @@ class _Typer(TileOperations):
         if existing is not None and value_type(existing) != I64:
             self.type_mismatch(node.target, f"`{name}`", existing, I64)
         self.locals[name] = I64
-        return ir.ForRange(var=name, start=start, stop=stop, step=step, body=self.block(node.body), src=node)
+        self.loop_depth += 1
+        try:
+            body = self.block(node.body)
+        finally:
+            self.loop_depth -= 1
+        return ir.ForRange(var=name, start=start, stop=stop, step=step, body=body, src=node)
 
     def store_method(self, call: ast.Call, param: ir.Param):
         if call.keywords or len(call.args) != 1:
@@ -441,3 +460,7 @@ _TILE_AS_CONDITION = {
     "ifexp": ("`a if cond else b` takes a scalar condition", "choose per element with `tile.where(cond, a, b)`"),
     "not": ("`not` applies to scalar conditions", "use `~mask` for a tile of bools"),
 }
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
