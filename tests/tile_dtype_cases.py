@@ -10,6 +10,8 @@ run the same source; a test writes it to a file and builds it from there.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 DTYPES = ["f16", "bf16", "f32", "f64", "i8", "u8", "i16", "u16", "i32", "u32", "i64"]
@@ -127,6 +129,39 @@ def loop_forms(x: Tensor[f32, 1], n: i64, step: i64, z: tile.Out[f32, 1]):
 
 
 # ---------------------------------------------------------------- NumPy references
+# Each ``*_case`` gives a kernel's arguments (outputs as arrays to fill) and what NumPy says the
+# outputs hold; arrays of bf16 hold its bits (uint16).
+
+
+def rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def bf16_bits(a: np.ndarray) -> np.ndarray:
+    """bf16 values (as uint16 bit patterns) nearest to ``a`` (round to nearest even)."""
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def as_float(a: np.ndarray, dtype: str) -> np.ndarray:
+    """The values of an array of ``dtype`` as float64 (bf16 arrays hold bits)."""
+    return bf16_values(a).astype(np.float64) if dtype == "bf16" else a.astype(np.float64)
+
+
+def of_float(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Float values as an array of ``dtype``, rounded to nearest even (bf16: its bits)."""
+    return bf16_bits(values.astype(np.float32)) if dtype == "bf16" else values.astype(NUMPY[dtype])
+
+
+def empty(shape, dtype: str) -> np.ndarray:
+    """An output to fill: a pattern for integers, NaN for floats."""
+    if dtype in INTS:
+        return np.full(shape, 0x55, NUMPY[dtype])
+    return of_float(np.full(shape, np.nan), dtype)
 
 
 def wrap(values, dtype: str) -> np.ndarray:
@@ -142,8 +177,9 @@ def wrap(values, dtype: str) -> np.ndarray:
     return np.array(out, dtype=NUMPY[dtype])
 
 
-def shift_left(x: np.ndarray, s: np.ndarray, dtype: str) -> np.ndarray:
+def shift_left(x: np.ndarray, s, dtype: str) -> np.ndarray:
     """``x << s``, an amount of ``bits`` or more giving 0 (as the kernels define it)."""
+    s = np.broadcast_to(s, x.shape)
     return wrap([int(a) << int(b) if int(b) < BITS[dtype] else 0 for a, b in zip(x, s)], dtype)
 
 
@@ -151,3 +187,125 @@ def shift_right(x: np.ndarray, s, dtype: str) -> np.ndarray:
     """``x >> s``: arithmetic for signed, logical for unsigned; ``bits`` or more shifts every bit out."""
     s = np.broadcast_to(s, x.shape)
     return wrap([int(a) >> min(int(b), BITS[dtype]) for a, b in zip(x, s)], dtype)
+
+
+def cast_case(src: str, n: int):
+    """Values every destination holds without overflow: 0..100 with fractions for floats,
+    -100..100 for signed and 0..200 for unsigned integers (int -> int wraps, as NumPy's does)."""
+    r = rng(BITS[src] + n)
+    if src in FLOATS:
+        x = of_float(r.uniform(0, 100, n).astype(np.float32), src)
+    else:
+        low = -100 if src[0] == "i" else 0
+        x = r.integers(low, low + 201, n).astype(NUMPY[src])
+    want = {}
+    for dst in DTYPES:
+        if src in FLOATS and dst in INTS:
+            want[dst] = np.trunc(as_float(x, src)).astype(NUMPY[dst])
+        elif dst in FLOATS:
+            values = as_float(x, src) if src in FLOATS else x.astype(np.float64)
+            want[dst] = of_float(values.astype(np.float32) if dst in ("f16", "bf16") else values, dst)
+        else:
+            want[dst] = x.astype(NUMPY[dst])
+    return [x] + [empty(n, d) for d in DTYPES], want
+
+
+#: the run-time scalar amount of ``int_ops_*``
+SHIFT_K = 5
+
+
+def int_case(dtype: str, n: int):
+    r = rng(BITS[dtype] * 7 + n)
+    info = np.iinfo(NUMPY[dtype])
+    x = r.integers(int(info.min) + 1, int(info.max), n, dtype=NUMPY[dtype], endpoint=True)
+    low = -7 if dtype[0] == "i" else 1
+    y = r.integers(low, 8, n).astype(NUMPY[dtype])
+    y[y == 0] = 3
+    s = r.integers(0, BITS[dtype] + 3, n).astype(NUMPY[dtype])    # amounts past the width too
+    xi = [int(v) for v in x]
+    want = {
+        "and_": x & y, "or_": x | y, "xor": x ^ y, "inv": ~x,
+        "shl3": shift_left(x, 3, dtype), "shr2": shift_right(x, 2, dtype),
+        "shl_t": shift_left(x, s, dtype), "shr_t": shift_right(x, s, dtype), "shr_k": shift_right(x, SHIFT_K, dtype),
+        "fdiv": wrap([a // int(b) for a, b in zip(xi, y)], dtype),
+        "mod": wrap([a % int(b) for a, b in zip(xi, y)], dtype),
+        "square": wrap([a * a for a in xi], dtype),
+    }
+    return [x, y, s, SHIFT_K] + [empty(n, dtype) for _ in INT_OUTS], want
+
+
+def rounded(values: np.ndarray, dtype: str) -> np.ndarray:
+    """``values`` rounded to ``dtype``'s precision, as float64."""
+    return as_float(of_float(values, dtype), dtype)
+
+
+def float_case(dtype: str, n: int):
+    """Values of the float kernels; each operation rounds (f16/bf16 compute in f32, f32 in f32,
+    f64 in f64), so the references round after every operation too."""
+    r = rng(BITS[dtype] + n)
+    x = of_float(r.standard_normal(n) * 3, dtype)
+    y = of_float(r.uniform(0.5, 4.0, n) * r.choice([-1, 1], n), dtype)
+    m = r.integers(-2, 3, n).astype(np.int32)
+    a, b = as_float(x, dtype), as_float(y, dtype)
+    work = (lambda v: v.astype(np.float32).astype(np.float64)) if dtype != "f64" else (lambda v: v)
+    want = {
+        "add": rounded(work(a + b), dtype), "sub": rounded(work(a - b), dtype),
+        "mul": rounded(work(a * b), dtype), "div": rounded(work(a / b), dtype),
+        "cube": rounded(work(a * rounded(work(a * a), dtype)), dtype),
+        "sel": np.where(m != 0, a, b), "sq": rounded(work(a * a), dtype),
+    }
+    return [x, y, m] + [empty(n, dtype) for _ in FLOAT_OUTS], want
+
+
+def reduce_case(dtype: str, rows: int):
+    r = rng(BITS[dtype] + rows)
+    if dtype in FLOATS:     # small integers: every order of summation gives the same value
+        x = of_float(r.integers(-8, 9, (rows, 64)).astype(np.float32), dtype)
+    else:
+        info = np.iinfo(NUMPY[dtype])
+        x = r.integers(int(info.min), int(info.max), (rows, 64), dtype=NUMPY[dtype], endpoint=True)
+    values = as_float(x, dtype) if dtype in FLOATS else x
+    total = values.sum(axis=1, keepdims=True, dtype=np.float64 if dtype in FLOATS else NUMPY[dtype])
+    want = [total, values.max(axis=1, keepdims=True), values.min(axis=1, keepdims=True)]
+    return [x] + [empty((rows, 1), dtype) for _ in range(3)], want
+
+
+def promotions_case(n: int):
+    r = rng(n)
+    a = r.integers(-128, 128, n).astype(np.int8)
+    b = r.integers(-30000, 30000, n).astype(np.int16)
+    c = r.integers(0, 256, n).astype(np.uint8)
+    h = (r.standard_normal(n) * 10).astype(np.float16)
+    f = r.standard_normal(n).astype(np.float32)
+    want = [a.astype(np.int16) + b, h.astype(np.float32) * f,
+            (a.astype(np.float32) + h.astype(np.float32)).astype(np.float16), c.astype(np.uint32) * 2]
+    return [a, b, c, h, f, empty(n, "i16"), empty(n, "f32"), empty(n, "f16"), empty(n, "u32")], want
+
+
+def loop_forms_case(n: int, count: int, step: int):
+    x = rng(n).standard_normal(n).astype(np.float32)
+    doubled = count * 2
+    up = sum(range(0, doubled, step)) if step else 0
+    down = 0.5 * len(range(doubled, 0, step)) if step else 0.0
+    acc = np.float32(up) + np.float32(down) - np.float32(0.25 * len(range(doubled, 0, -3)))
+    t = np.exp2(x * np.float32(1.0 / math.log(2))) * np.float32(math.sqrt(2.0))
+    want = acc + t + np.float32(2.0) + (np.arange(n) % TILE + 4).astype(np.float32)   # arange is per tile
+    return [x, count, step, empty(n, "f32")], want
+
+
+def rank4_case(shape: tuple[int, ...]):
+    x = rng(len(shape)).standard_normal(shape).astype(np.float32)
+    # the sum runs over each 32-column tile of a row
+    cols = np.pad(x, [(0, 0)] * 3 + [(0, -shape[3] % 32)]).reshape(*shape[:3], -1, 32)
+    sums = np.repeat(cols.sum(axis=4), 32, axis=3)[..., :shape[3]]
+    return [x, empty(shape, "f32")], x * 2 + sums
+
+
+def rank5_case(shape: tuple[int, ...]):
+    x = rng(5).standard_normal(shape).astype(np.float16)
+    out_shape = (shape[0], shape[1], shape[3], shape[2], shape[4])
+    # the maximum runs over each 8-long tile of axis 2 of x (padding 0 past the edge)
+    tiles = np.pad(x.astype(np.float32), [(0, 0), (0, 0), (0, -shape[2] % 8), (0, 0), (0, 0)])
+    tiles = tiles.reshape(shape[0], shape[1], -1, 8, shape[3], shape[4])
+    maxima = np.repeat(tiles.max(axis=3), 8, axis=2)[:, :, :shape[2]]
+    return [x, empty(out_shape, "f32")], (x.astype(np.float32) - maxima).transpose(0, 1, 3, 2, 4)
