@@ -302,7 +302,7 @@ class _Typer(TileOperations):
             dtype, shape, (lhs, rhs) = self.elementwise([lhs, rhs], [lnode, rnode], node)
             self.check_operator(op, dtype, node)
             if op in ("<<", ">>"):
-                self.check_shift(rhs.value if isinstance(rhs, ir.Splat) else rhs, dtype, rnode)
+                self.check_shift(_splatted(rhs), dtype, rnode)
             if op == "/" and not dtype.is_float:
                 self.type_mismatch(node, "true division `/`", "floats", dtype,
                                    help="use `//` for integer division, or convert with .astype(f32) first")
@@ -464,3 +464,10 @@ _TILE_AS_CONDITION = {
 
 def _shape_text(shape: tuple[int, ...]) -> str:
     return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
+
+
+def _splatted(e: ir.Expr) -> ir.Expr:
+    """The scalar a broadcast operand was made of (itself for a tile)."""
+    while isinstance(e, (ir.Broadcast, ir.ExpandDims)):
+        e = e.value
+    return e.value if isinstance(e, ir.Splat) else e

@@ -11,7 +11,7 @@ import math
 
 from buildtile.backends.common.typer import Abort
 from buildtile.backends.tile import ir
-from buildtile.backends.tile.shapes import TileShapes
+from buildtile.backends.tile.shapes import MAX_TILE_ELEMENTS, TileShapes
 from buildtile.backends.tile.types import (
     BOOL, F32, I32, I64, MMA_DTYPES, TILE_DTYPES, ArrayT, Scalar, TileIdT, TileT, Weak, is_pow2, value_type,
 )
@@ -196,6 +196,8 @@ class TileOperations(TileShapes):
                           "not a power of two", label="stop - start is the tile's extent",
                           help="tile extents are powers of two; mask the elements you do not need with tile.where")
             n = stop - start
+            if n > MAX_TILE_ELEMENTS:
+                self.const_shape(ast.copy_location(ast.Constant(n), node), "the length of `tile.arange`")
         else:
             (n,) = self.const_shape(args["n"], "the length of `tile.arange`")
         dtype = I32 if args["dtype"] is None else self.dtype_arg(args["dtype"])
@@ -203,8 +205,7 @@ class TileOperations(TileShapes):
             self.type_mismatch(args["dtype"], "tile.arange", "a number type", dtype)
         values = ir.Arange(TileT(dtype, (n,)), src=node)
         if start:
-            values = ir.BinOp(values.ty, op="+", lhs=values, rhs=ir.Full(values.ty, value=self.full(
-                (n,), start, dtype, node).value, src=node), src=node)
+            values = ir.BinOp(values.ty, op="+", lhs=values, rhs=self.full((n,), start, dtype, node), src=node)
         return values
 
     def call_where(self, node: ast.Call):
@@ -218,7 +219,8 @@ class TileOperations(TileShapes):
             cond = ir.Compare(TileT(BOOL, cond.ty.shape), op="!=", lhs=cond,
                               rhs=self.broadcast_to(zero, cond.ty.shape), src=args["cond"])
         elif cond_dtype != BOOL:
-            self.type_mismatch(args["cond"], "the condition of tile.where", "bools or integers", cond.ty,
+            self.type_mismatch(args["cond"], "the condition of tile.where", "a tile of bools or integers, or a bool",
+                               cond.ty,
                                help="compare explicitly, e.g. `t != 0.0`")
         if not any(isinstance(v.ty, TileT) for v in (cond, a, b)):
             self.fail("BT0308", node, "`tile.where` chooses between tiles", help="for scalars write `a if cond else b`")
