@@ -26,7 +26,7 @@ from buildtile.types import _ParamKind
 Out = _ParamKind("tile.Out", takes_rank=True)
 
 #: tile shapes a kernel without ``specialize=`` is compiled for, by the rank of its outputs
-DEFAULT_TILE_SHAPES = {1: (1024,), 2: (64, 64), 3: (4, 16, 16)}
+DEFAULT_TILE_SHAPES = {1: (1024,), 2: (64, 64), 3: (4, 16, 16), 4: (1, 4, 16, 16), 5: (1, 1, 4, 16, 16)}
 
 
 def kernel(fn: Callable | None = None, *, specialize: Sequence[Mapping[str, Sequence[int]]] | None = None,

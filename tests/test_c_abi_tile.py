@@ -78,6 +78,9 @@ def tile_kernels() -> list[dict]:
         tile_record(MODULE, "fill3d", [("v", "tile_out", "f64", 3)], [
             dict(tiles={"v": [2, 4, 8]}, block=(8, 4, 2), ptx=add_1d_ptx(entry("fill3d", "__t2x4x8"), 8, 64)),
         ]),
+        tile_record(MODULE, "fill5d", [("v", "tile_out", "i8", 5)], [
+            dict(tiles={"v": [1, 2, 2, 4, 8]}, block=64, ptx=add_1d_ptx(entry("fill5d", "__t1x2x2x4x8"), 8, 64)),
+        ]),
     ]
 
 
@@ -206,7 +209,8 @@ def test_every_specialization_and_the_dispatcher_are_exported(shim_path):
                     f"bt_{entry('double2d', '__t16x32')}", f"bt_{entry('double2d')}_tiled",
                     f"bt_{entry('stats', '__t8x8_8')}", f"bt_{entry('stats', '__t16x16_16')}",
                     f"bt_{entry('stats')}_tiled",
-                    f"bt_{entry('fill3d', '__t2x4x8')}", f"bt_{entry('fill3d')}_tiled"}
+                    f"bt_{entry('fill3d', '__t2x4x8')}", f"bt_{entry('fill3d')}_tiled",
+                    f"bt_{entry('fill5d', '__t1x2x2x4x8')}", f"bt_{entry('fill5d')}_tiled"}
     assert "bt_example_kernels_ops__vecadd" in exported  # SIMT kernels beside them (hand-made records)
 
 
@@ -391,6 +395,16 @@ def test_a_three_dimensional_grid_takes_axis_0_along_z(fake):
     shim, state = fake
     assert shim.tiled("fill3d")(tile_config(), [2, 4, 8], tensor(A, [3, 9, 17], "f64")) == 0, shim.last_error
     assert (tuple(state.grid), tuple(state.block)) == ((3, 3, 2), (8, 4, 2))
+
+
+def test_a_five_dimensional_grid_folds_its_leading_axes_into_z(fake):
+    from buildtile.runtime.tile.grid import tile_grid
+
+    shim, state = fake
+    shape = [3, 5, 3, 9, 17]
+    assert shim.tiled("fill5d")(tile_config(), [1, 2, 2, 4, 8], tensor(A, shape, "i8")) == 0, shim.last_error
+    # z counts the tiles of axes 0..2 (3 * 3 * 2), axis 2 fastest; the Python host agrees
+    assert tuple(state.grid) == (3, 3, 18) == tile_grid(tuple(shape), (1, 2, 2, 4, 8))
 
 
 def test_the_grid_output_fixes_the_grid_and_shared_memory_past_48k_is_opted_into(fake):

@@ -75,7 +75,8 @@ A ``tile_out`` parameter crosses the kernel ABI like a tensor (pointer,
 shape, strides); its tile shape is a compile-time constant of the chosen
 specialization. The grid has one block per tile of ``grid_param``: axis
 ``rank-1`` of the tile grid runs along grid x, axis ``rank-2`` along y,
-axis ``rank-3`` along z. A tile record's top-level ``symbol`` and
+axis ``rank-3`` along z, and the axes before it (outputs of rank 4 and 5) fold into z
+as well, axis ``rank-3`` fastest. A tile record's top-level ``symbol`` and
 ``artifacts`` are those of its first specialization.
 
 ``requires`` expressions are small JSON trees, evaluated identically by the
@@ -117,8 +118,8 @@ MANIFEST_NAME = "manifest.json"
 MAX_RANK = 8
 #: the parameter kinds a Tile kernel takes
 TILE_PARAM_KINDS = ("tensor", "tile_out", "scalar")
-#: a tile grid maps at most three output axes onto grid x, y, z
-MAX_TILE_GRID_RANK = 3
+#: a tile grid maps the axes of an output of rank up to 5 onto grid x, y, z (leading axes fold into z)
+MAX_TILE_GRID_RANK = 5
 ROLES = ("in", "out", "inout")
 ARTIFACT_KINDS = ("cubin", "ptx")
 _TARGET = re.compile(r"sm_(\d+)([af]?)")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import math
 import os
 import re
 import shutil
@@ -267,7 +268,8 @@ class Emulated:
                 tile_shape = self.spec.tile_shapes[p["name"]]
                 grid_shape = [-(-n // t) for n, t in zip(arr.shape, tile_shape)]
         buf = (ctypes.c_uint64 * max(1, len(slots)))(*[s & (2**64 - 1) for s in slots])
-        dims = list(reversed(grid_shape)) + [1] * (3 - len(grid_shape))
+        along = list(reversed(grid_shape)) + [1] * (3 - len(grid_shape))
+        dims = along[:2] + [math.prod(along[2:])]   # rank-4/5 outputs fold their leading axes into z
         flags = {name: ctypes.c_int.in_dll(self.runtime, name) for name in _FLAGS}
         for flag in flags.values():
             flag.value = 0

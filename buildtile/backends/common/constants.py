@@ -27,6 +27,12 @@ FOLD = {
 }
 #: the constants of ``math`` a kernel may name
 MATH_CONSTANTS: dict[str, float] = {"math.inf": math.inf, "math.nan": math.nan, "math.pi": math.pi, "math.e": math.e}
+#: the functions of ``math`` folded where their arguments are constants (name -> arity)
+MATH_FUNCTIONS: dict[str, int] = {
+    "sqrt": 1, "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1, "log1p": 1,
+    "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1, "sinh": 1, "cosh": 1, "tanh": 1,
+    "erf": 1, "fabs": 1, "floor": 1, "ceil": 1, "trunc": 1, "pow": 2, "atan2": 2, "hypot": 2, "copysign": 2,
+}
 #: operators defined for integers (and bools) only
 INTEGER_OPS = ("&", "|", "^", "<<", ">>")
 #: the largest exponent or shift folded: bigger ones are certainly a mistake in a kernel
@@ -47,8 +53,44 @@ def fold_binop(op: str, lhs: int | float, rhs: int | float) -> int | float:
     return value
 
 
-def fold_constant(node: ast.AST, consts: dict[str, Constant]) -> Constant | None:
-    """The value of a constant expression over literals and ``consts``, or None.
+def fold_math(dotted: str | None, args: list) -> Constant | None:
+    """``math.<name>(*args)`` of constant numbers, as Python computes it, or None (not a folded
+    function, a wrong arity, a bool argument, a domain error or an overflow)."""
+    name = dotted[len("math."):] if dotted and dotted.startswith("math.") else None
+    if name not in MATH_FUNCTIONS or len(args) != MATH_FUNCTIONS[name] \
+            or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
+        return None
+    if name == "exp2":      # math.exp2 is new in Python 3.11
+        return fold_binop("**", 2.0, float(args[0])) if abs(args[0]) < 1100 else None
+    try:
+        return getattr(math, name)(*args)
+    except (ArithmeticError, ValueError):
+        return None
+
+
+def math_names(module_ast: ast.Module) -> dict[str, str]:
+    """How a module spells ``math`` and its members: ``{"math": "math", "m": "math", "log": "math.log"}``."""
+    names: dict[str, str] = {}
+    for stmt in module_ast.body:
+        if isinstance(stmt, ast.Import):
+            names.update({a.asname or a.name: "math" for a in stmt.names if a.name == "math"})
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module == "math" and not stmt.level:
+            names.update({a.asname or a.name: f"math.{a.name}" for a in stmt.names})
+    return names
+
+
+def _math_dotted(node: ast.AST, names: dict[str, str]) -> str | None:
+    """``math.log`` for ``math.log`` / ``m.log`` / ``log`` as the module imported them."""
+    if isinstance(node, ast.Name):
+        return names.get(node.id) if names.get(node.id, "").startswith("math.") else None
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and names.get(node.value.id) == "math":
+        return f"math.{node.attr}"
+    return None
+
+
+def fold_constant(node: ast.AST, consts: dict[str, Constant], names: dict[str, str] | None = None) -> Constant | None:
+    """The value of a constant expression over literals and ``consts``, or None; with ``names``
+    (:func:`math_names`) ``math`` constants and functions of constants fold too.
 
     Bools fold only as themselves: ``True + 1`` is an error in a kernel, so it is no constant.
     """
@@ -56,8 +98,14 @@ def fold_constant(node: ast.AST, consts: dict[str, Constant]) -> Constant | None
         return node.value
     if isinstance(node, ast.Name) and node.id in consts:
         return consts[node.id]
+    if names and isinstance(node, (ast.Attribute, ast.Name)):
+        dotted = _math_dotted(node, names)
+        return MATH_CONSTANTS.get(dotted) if dotted else None
+    if names and isinstance(node, ast.Call) and not node.keywords:
+        args = [fold_constant(a, consts, names) for a in node.args]
+        return None if None in args else fold_math(_math_dotted(node.func, names), args)
     if isinstance(node, ast.UnaryOp):
-        v = fold_constant(node.operand, consts)
+        v = fold_constant(node.operand, consts, names)
         if v is None or isinstance(v, bool):
             return None
         if isinstance(node.op, ast.USub):
@@ -68,7 +116,7 @@ def fold_constant(node: ast.AST, consts: dict[str, Constant]) -> Constant | None
             return ~v
         return None
     if isinstance(node, ast.BinOp) and type(node.op) in BINOPS:
-        lhs, rhs = fold_constant(node.left, consts), fold_constant(node.right, consts)
+        lhs, rhs = fold_constant(node.left, consts, names), fold_constant(node.right, consts, names)
         if lhs is None or rhs is None or isinstance(lhs, bool) or isinstance(rhs, bool):
             return None
         try:
@@ -79,8 +127,10 @@ def fold_constant(node: ast.AST, consts: dict[str, Constant]) -> Constant | None
 
 
 def module_constants(module_ast: ast.Module) -> dict[str, Constant]:
-    """Module-level ``NAME = <constant expression>`` bindings (a later non-constant one unbinds)."""
+    """Module-level ``NAME = <constant expression>`` bindings (a later non-constant one unbinds);
+    the expression may use ``math`` constants and functions (``LOG2E = 1.0 / math.log(2)``)."""
     consts: dict[str, Constant] = {}
+    names = math_names(module_ast)
     for stmt in module_ast.body:
         target, value = None, None
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -88,7 +138,7 @@ def module_constants(module_ast: ast.Module) -> dict[str, Constant]:
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             target, value = stmt.target, stmt.value
         if isinstance(target, ast.Name):
-            folded = fold_constant(value, consts)
+            folded = fold_constant(value, consts, names)
             if folded is not None:
                 consts[target.id] = folded
             else:

@@ -240,7 +240,8 @@ def dynamic_smem_size(b: lir.IRBuilder) -> lir.Value:
 
 
 #: (inline-asm register letter, PTX bit width) of each memory type
-_ASM_REG = {HALF: ("h", 16), I16: ("h", 16), I8: ("h", 8), F32T: ("r", 32), I32: ("r", 32), I64: ("l", 64)}
+_ASM_REG = {HALF: ("h", 16), I16: ("h", 16), I8: ("h", 8), F32T: ("r", 32), I32: ("r", 32), I64: ("l", 64),
+            F64T: ("l", 64)}
 
 
 def asm_reg(ty: Scalar) -> tuple[str, int, lir.Type]:
@@ -253,7 +254,7 @@ def asm_reg(ty: Scalar) -> tuple[str, int, lir.Type]:
 def to_asm_operand(b: lir.IRBuilder, value: lir.Value, ty: Scalar) -> lir.Value:
     """A memory-typed value as the integer an inline PTX operand takes."""
     _, _, operand = asm_reg(ty)
-    if ty == BOOL:
+    if ty == BOOL or value.type == I8:     # a byte travels in a 16-bit register
         return b.zext(value, I16)
     if value.type == operand:
         return value
@@ -263,7 +264,7 @@ def to_asm_operand(b: lir.IRBuilder, value: lir.Value, ty: Scalar) -> lir.Value:
 def from_asm_operand(b: lir.IRBuilder, value: lir.Value, ty: Scalar) -> lir.Value:
     """The inverse of :func:`to_asm_operand`."""
     t = mem_type(ty)
-    if ty == BOOL:
+    if ty == BOOL or t == I8:
         return b.trunc(value, I8)
     if value.type == t:
         return value

@@ -166,6 +166,8 @@ def shuffle_xor(em, value: lir.Value, mask: int) -> lir.Value:
     if t == F32T or t == I32:
         fn = declare(em.module, f"llvm.nvvm.shfl.sync.bfly.{'f32' if t == F32T else 'i32'}", t, [I32, t, I32, I32])
         return b.call(fn, [I32(-1), value, I32(mask), I32(31)])
+    if isinstance(t, lir.IntType) and t.width < 32:      # i8/i16 lanes travel in a 32-bit register
+        return b.trunc(shuffle_xor(em, b.zext(value, I32), mask), t)
     as_int = value if isinstance(t, lir.IntType) else b.bitcast(value, I64)
     lo, hi = b.trunc(as_int, I32), b.trunc(b.lshr(as_int, I64(32)), I32)
     lo, hi = shuffle_xor(em, lo, mask), shuffle_xor(em, hi, mask)

@@ -14,7 +14,7 @@ import ast
 from collections import Counter
 
 from buildtile.backend import KernelSource
-from buildtile.backends.common.typer import Abort
+from buildtile.backends.common.typer import Abort, as_load
 from buildtile.backends.tile import ir
 from buildtile.backends.tile.operations import MATH, TileOperations
 from buildtile.backends.tile.params import TILE_MODULE, TYPES_MODULE, parse_param_type
@@ -62,6 +62,8 @@ _UNSUPPORTED_HELP = {
     "JoinedStr": "kernels have no strings",
     "AnnAssign": "write `x = value`; tile types are inferred",
 }
+#: the largest constant exponent ``x ** k`` expands into multiplications
+MAX_POWER = 8
 
 
 class _Typer(TileOperations):
@@ -75,6 +77,7 @@ class _Typer(TileOperations):
         self.tile_shapes = tile_shapes
         self.const_locals: dict[str, object] = {}
         self.counts = _assignment_counts(source.node)
+        self.loop_depth = 0         # how many loops enclose the statement being typed
 
     # ------------------------------------------------------------ kernel
     def run(self) -> ir.KernelIR:
@@ -130,6 +133,17 @@ class _Typer(TileOperations):
                 return self.bind_const(target, folded, node)
         return self.bind(target, self.expr(value_node), node)
 
+    def stmt_AugAssign(self, node: ast.AugAssign):
+        target_is_tile = isinstance(node.target, ast.Name) and isinstance(self.locals.get(node.target.id), TileT)
+        if not (isinstance(node.op, ast.Pow) and target_is_tile):
+            return super().stmt_AugAssign(node)
+        # `v **= k` is `v = v ** k`, whose typing says which exponents are supported
+        self.check_update_target(node.target)
+        power = ast.BinOp(left=as_load(node.target), op=node.op, right=node.value)
+        ast.copy_location(power, node)
+        power.end_lineno, power.end_col_offset = node.end_lineno, node.end_col_offset
+        return self.assign(node.target, power, node)
+
     def check_update_target(self, target: ast.AST) -> None:
         if not isinstance(target, ast.Name):
             self.fail("BT0200", target, "only a plain name can be updated in place")
@@ -164,10 +178,23 @@ class _Typer(TileOperations):
             return ir.Assign(name=name, value=value, src=node)
         if isinstance(existing, TileT) or isinstance(ty, TileT):
             if existing != ty:
-                self.type_mismatch(node, f"`{name}`", existing, ty,
-                                   help="a name keeps one tile type (dtype and shape); use a new name or .astype()")
+                self.tile_rebinding(name, existing, ty, node)
             return ir.Assign(name=name, value=value, src=node)
         return ir.Assign(name=name, value=self.coerce(value, value_type(existing), value.src or node), src=node)
+
+    def tile_rebinding(self, name: str, existing, ty, node: ast.stmt):
+        """Refuse a new type for a name that holds a tile, saying what to write instead."""
+        if isinstance(existing, TileT) and isinstance(ty, TileT) and existing.shape == ty.shape:
+            self.type_mismatch(node, f"`{name}`", existing, ty,
+                               help=f"a name keeps one tile type; convert back with `(...).astype({existing.dtype})`")
+        if isinstance(existing, TileT) and isinstance(ty, TileT) and self.loop_depth:
+            self.fail("BT0308", node, f"`{name}` takes a new tile shape inside a loop: "
+                      f"{_shape_text(existing.shape)} before, {_shape_text(ty.shape)} here",
+                      label="tile shapes are fixed at compile time, the same in every iteration",
+                      help=f"keep `{name}` at {_shape_text(existing.shape)} (reshape back before the next "
+                           "iteration), or bind the new shape to a new name")
+        self.type_mismatch(node, f"`{name}`", existing, ty,
+                           help="a name keeps one tile type (dtype and shape); use a new name or .astype()")
 
     def stmt_For(self, node: ast.For):
         if node.orelse:
@@ -186,15 +213,25 @@ class _Typer(TileOperations):
         step = 1
         if len(it.args) == 3:
             step = self.const(it.args[2])
-            if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
-                self.fail("BT0308", it.args[2], "the step of `tile.range` is a positive constant integer")
+            if step is None:
+                step = self.int_scalar(it.args[2])    # a run-time step: its sign picks the loop's test
+            elif not isinstance(step, int) or isinstance(step, bool):
+                self.fail("BT0308", it.args[2], "the step of `tile.range` is an integer")
+            elif step == 0:
+                self.fail("BT0308", it.args[2], "the step of `tile.range` is zero", label="this loop would never end",
+                          help="use a positive step to count up, a negative one to count down")
         name = node.target.id
         self.check_assignable(node.target)
         existing = self.locals.get(name)
         if existing is not None and value_type(existing) != I64:
             self.type_mismatch(node.target, f"`{name}`", existing, I64)
         self.locals[name] = I64
-        return ir.ForRange(var=name, start=start, stop=stop, step=step, body=self.block(node.body), src=node)
+        self.loop_depth += 1
+        try:
+            body = self.block(node.body)
+        finally:
+            self.loop_depth -= 1
+        return ir.ForRange(var=name, start=start, stop=stop, step=step, body=body, src=node)
 
     def store_method(self, call: ast.Call, param: ir.Param):
         if call.keywords or len(call.args) != 1:
@@ -230,7 +267,9 @@ class _Typer(TileOperations):
         return value_type(ty)
 
     def fold(self, node: ast.AST) -> ir.Expr | None:
-        folded = self.const(node) if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Attribute, ast.Subscript)) else None
+        foldable = isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Attribute, ast.Subscript)) or (
+            isinstance(node, ast.Call) and (resolve_dotted(node.func, self.ns) or "").startswith("math."))
+        folded = self.const(node) if foldable else None
         if isinstance(folded, (int, float)):
             return self.literal(folded, node)
         return None
@@ -257,39 +296,32 @@ class _Typer(TileOperations):
 
     # ------------------------------------------------------------ operators on tiles
     def binop(self, op: str, lhs: ir.Expr, rhs: ir.Expr, node, lnode, rnode) -> ir.Expr:
-        shift = op in ("<<", ">>") and not all(isinstance(v, ir.Const) and isinstance(v.ty, Weak) for v in (lhs, rhs))
-        if shift and not isinstance(rhs, ir.Const):
-            self.fail("BT0200", rnode, "tile kernels shift by constant amounts only",
-                      help="multiply or floor-divide by a power of two instead")
+        if op == "**" and (isinstance(lhs.ty, TileT) or isinstance(rhs.ty, TileT)):
+            return self.power(lhs, rhs, node, lnode, rnode)     # scalars follow the rules both languages share
         if isinstance(lhs.ty, TileT) or isinstance(rhs.ty, TileT):
             dtype, shape, (lhs, rhs) = self.elementwise([lhs, rhs], [lnode, rnode], node)
             self.check_operator(op, dtype, node)
+            if op in ("<<", ">>"):
+                self.check_shift(_splatted(rhs), dtype, rnode)
             if op == "/" and not dtype.is_float:
                 self.type_mismatch(node, "true division `/`", "floats", dtype,
                                    help="use `//` for integer division, or convert with .astype(f32) first")
-            result = ir.BinOp(TileT(dtype, shape), op=op, lhs=lhs, rhs=rhs, src=node)
-        else:
-            result = self.scalar_binop(op, lhs, rhs, node, lnode, rnode)
-            dtype = result.ty if isinstance(result, ir.BinOp) else None
-        if shift:
-            return self.shift_as_arithmetic(result, dtype, rnode)
-        return result
+            return ir.BinOp(TileT(dtype, shape), op=op, lhs=lhs, rhs=rhs, src=node)
+        return self.scalar_binop(op, lhs, rhs, node, lnode, rnode)
 
-    def shift_as_arithmetic(self, shift: ir.BinOp, dtype: Scalar, rnode: ast.AST) -> ir.BinOp:
-        """The tile lowering has no shift: ``x << k`` is ``x * 2**k`` (both wrap alike) and ``x >> k``
-        is ``x // 2**k`` (Python's ``>>`` rounds toward -inf, as ``//`` does; logical for unsigned)."""
-        amount = next(e for e in ir.walk_exprs(shift.rhs) if isinstance(e, ir.Const))
-        self.check_shift(amount, dtype, rnode)
-        signed = dtype.kind == "int"
-        if signed and shift.op == ">>" and amount.value == dtype.bits - 1:
-            self.fail("BT0200", rnode, f"tile kernels shift {dtype} right by at most {dtype.bits - 2}",
-                      help="for the sign, compare: `x < 0`")
-        factor = 1 << amount.value
-        if signed and factor >= 1 << (dtype.bits - 1):
-            factor -= 1 << dtype.bits      # the same bits: multiplying wraps as the shift does
-        amount.value = factor
-        shift.op = "*" if shift.op == "<<" else "//"
-        return shift
+    def power(self, base: ir.Expr, exponent: ir.Expr, node, lnode, rnode) -> ir.Expr:
+        """``t ** k`` of a tile for a small constant integer ``k``: multiplications (by squaring), in the
+        lowering."""
+        k = exponent.value if isinstance(exponent, ir.Const) and isinstance(exponent.ty, Weak) else None
+        if not (isinstance(base.ty, TileT) and isinstance(k, int) and not isinstance(k, bool) and 0 <= k <= MAX_POWER):
+            self.fail("BT0200", node, "operator `**` takes a constant integer exponent in tile kernels",
+                      label=f"exponents 0..{MAX_POWER} are multiplications",
+                      help=f"write `{ast.unparse(lnode)} * {ast.unparse(lnode)}` for a square, "
+                           "or `tile.pow(x, y)` (`tile.sqrt`, `tile.exp2`) for other powers of floats")
+        dtype = base.ty.dtype
+        self.check_operator("*", dtype, node)
+        power = ir.Splat(TileT(dtype, ()), value=self.coerce(exponent, dtype, rnode), src=rnode)
+        return ir.BinOp(base.ty, op="**", lhs=base, rhs=self.broadcast_to(power, base.ty.shape), src=node)
 
     def unary(self, op: ast.unaryop, operand: ir.Expr, node: ast.UnaryOp) -> ir.Expr:
         ty = operand.ty
@@ -428,3 +460,14 @@ _TILE_AS_CONDITION = {
     "ifexp": ("`a if cond else b` takes a scalar condition", "choose per element with `tile.where(cond, a, b)`"),
     "not": ("`not` applies to scalar conditions", "use `~mask` for a tile of bools"),
 }
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
+
+
+def _splatted(e: ir.Expr) -> ir.Expr:
+    """The scalar a broadcast operand was made of (itself for a tile)."""
+    while isinstance(e, (ir.Broadcast, ir.ExpandDims)):
+        e = e.value
+    return e.value if isinstance(e, ir.Splat) else e

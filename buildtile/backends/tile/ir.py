@@ -154,12 +154,12 @@ class Store(Stmt):
 
 @dataclass(eq=False)
 class ForRange(Stmt):
-    """``for var in tile.range(start, stop, step)``; ``step`` is a positive constant."""
+    """``for var in tile.range(start, stop, step)``; ``step`` is a nonzero constant or a run-time i64."""
 
     var: str = ""
     start: Expr = None
     stop: Expr = None
-    step: int = 1
+    step: int | Expr = 1
     body: list[Stmt] = field(default_factory=list)
 
 

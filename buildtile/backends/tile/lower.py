@@ -226,14 +226,22 @@ class _Emitter:
         b = self.b
         slot = self.scalar_slot(s.var)
         stop = self.scalar(s.stop)
+        step = I64(s.step) if isinstance(s.step, int) else self.scalar(s.step)
         b.store(self.scalar(s.start), slot)
         head, body, done = (self.fn.append_basic_block(f"for.{n}") for n in ("cond", "body", "end"))
         b.branch(head)
         b.position_at_end(head)
-        b.cbranch(b.icmp_signed("<", b.load(slot), stop), body, done)
+        i = b.load(slot)
+        if isinstance(s.step, int):
+            go_on = b.icmp_signed("<" if s.step > 0 else ">", i, stop)
+        else:   # as Python's range: up while below stop, down while above; a zero step runs nothing
+            up = b.and_(b.icmp_signed(">", step, I64(0)), b.icmp_signed("<", i, stop))
+            down = b.and_(b.icmp_signed("<", step, I64(0)), b.icmp_signed(">", i, stop))
+            go_on = b.or_(up, down)
+        b.cbranch(go_on, body, done)
         b.position_at_end(body)
         self.stmts(s.body)
-        b.store(b.add(b.load(slot), I64(s.step)), slot)
+        b.store(b.add(b.load(slot), step), slot)
         b.branch(head)
         b.position_at_end(done)
 
@@ -298,11 +306,26 @@ class _Emitter:
             rank = len(self.kernel.tile_shapes[param])
             dims = "xyz"[:rank][::-1]         # axis rank-1 -> x, rank-2 -> y, rank-3 -> z
             ids = [b.zext(sreg(b, f"ctaid.{d}"), I64) for d in dims]
+            if rank > 3:
+                ids = self.leading_tile_ids(param, ids[0]) + ids[1:]
             if self.plan.grouped_grid and rank == 2:
                 ids = _grouped(b, ids[1], ids[0], b.zext(sreg(b, "nctaid.x"), I64), b.zext(sreg(b, "nctaid.y"), I64))
             for a, value in enumerate(ids):
                 self._tile_ids[(param, a)] = value
         return self._tile_ids[key]
+
+    def leading_tile_ids(self, param: str, z: lir.Value) -> list[lir.Value]:
+        """The tile ids along axes 0 .. rank-3 of a rank-4/5 partition, all folded into ``ctaid.z``
+        (axis rank-3 fastest) as the hosts launch it (buildtile/runtime/tile/grid.py, bt_tile.c).
+        The minimal mapping for tensors of rank above 3, until the grid is linearised in one place."""
+        b = self.alloca_builder
+        shape, extents = self.kernel.tile_shapes[param], self.arrays[param].shape
+        ids = []
+        for axis in range(len(shape) - 3, 0, -1):
+            count = b.sdiv(b.add(extents[axis], I64(shape[axis] - 1)), I64(shape[axis]))
+            ids.append(b.urem(z, count))
+            z = b.udiv(z, count)
+        return [z] + ids[::-1]
 
     # ------------------------------------------------------------ tiles
     def tile_in(self, e: ir.Expr, layout: Layout) -> TileVal:
@@ -390,6 +413,10 @@ class _Emitter:
     # ------------------------------------------------------------ one element (scalars and tile registers)
     def binop(self, op: str, ty: Scalar, lhs: lir.Value, rhs: lir.Value) -> lir.Value:
         b = self.b
+        if op == "**":
+            return self.power(ty, lhs, rhs)
+        if op in ("<<", ">>"):
+            return self.shift(op, ty, lhs, rhs)
         if ty.is_float:
             if op in ("//", "%"):
                 q = b.call(intrinsic(self.module, "llvm.floor", lhs.type, 1), [b.fdiv(lhs, rhs)])
@@ -406,6 +433,36 @@ class _Emitter:
         if op == "%":
             return floor_mod(b, lhs, rhs) if signed else b.urem(lhs, rhs)
         return {"+": b.add, "-": b.sub, "*": b.mul, "&": b.and_, "|": b.or_, "^": b.xor}[op](lhs, rhs)
+
+    def power(self, ty: Scalar, base: lir.Value, exponent: lir.Constant) -> lir.Value:
+        """``base ** k`` for the typer's small constant ``k``: multiplications by squaring, each one
+        rounded as ``x * x`` is (so f16 and bf16 powers match the products written out)."""
+        k = int(exponent.constant)
+        if k == 0:
+            return const_of(ty, 1)
+        result, square = None, base
+        while k:
+            if k & 1:
+                result = square if result is None else self.binop("*", ty, result, square)
+            k >>= 1
+            if k:
+                square = self.binop("*", ty, square, square)
+        return result
+
+    def shift(self, op: str, ty: Scalar, lhs: lir.Value, rhs: lir.Value) -> lir.Value:
+        """``<<`` and ``>>`` (arithmetic for signed types, logical for unsigned). A constant amount is in
+        range (the typer checks); a run-time amount of ``bits`` or more -- a negative one too, read
+        as unsigned -- shifts every bit out: 0, or the sign for ``>>`` of a signed value."""
+        b = self.b
+        signed = ty.kind == "int"
+        if isinstance(rhs, lir.Constant):
+            return b.shl(lhs, rhs) if op == "<<" else b.ashr(lhs, rhs) if signed else b.lshr(lhs, rhs)
+        bits = rhs.type(ty.bits)
+        out_of_range = b.icmp_unsigned(">=", rhs, bits)
+        if op == ">>" and signed:
+            return b.ashr(lhs, b.select(out_of_range, rhs.type(ty.bits - 1), rhs))
+        shifted = b.shl(lhs, rhs) if op == "<<" else b.lshr(lhs, rhs)
+        return b.select(out_of_range, lhs.type(0), shifted)
 
     def unary(self, op: str, ty: Scalar, v: lir.Value) -> lir.Value:
         b = self.b

@@ -11,9 +11,9 @@ import math
 
 from buildtile.backends.common.typer import Abort
 from buildtile.backends.tile import ir
-from buildtile.backends.tile.shapes import TileShapes
+from buildtile.backends.tile.shapes import MAX_TILE_ELEMENTS, TileShapes
 from buildtile.backends.tile.types import (
-    BOOL, F32, I32, I64, MMA_DTYPES, TILE_DTYPES, ArrayT, Scalar, TileIdT, TileT, Weak, value_type,
+    BOOL, F32, I32, I64, MMA_DTYPES, TILE_DTYPES, ArrayT, Scalar, TileIdT, TileT, Weak, is_pow2, value_type,
 )
 from buildtile.backends.tile.params import scalar_type
 
@@ -180,19 +180,48 @@ class TileOperations(TileShapes):
         return ir.Full(TileT(dtype, shape), value=value, src=node)
 
     def call_arange(self, node: ast.Call):
-        args = self.bind_args(node, "tile.arange", ["n", "dtype"], {"dtype": None})
-        (n,) = self.const_shape(args["n"], "the length of `tile.arange`")
+        """``tile.arange(n)`` or ``tile.arange(start, stop)`` (as in Triton), optionally with a dtype."""
+        positional = list(node.args)
+        if len(positional) >= 2 and scalar_type(positional[1], self.ns) is not None:
+            names = ["n", "dtype"]          # tile.arange(n, i32)
+        else:
+            names = ["start", "stop", "dtype"] if len(positional) >= 2 else ["n", "dtype"]
+        args = self.bind_args(node, "tile.arange", names, {"dtype": None})
+        start = 0
+        if "start" in args:
+            start = self.const_int(args["start"], "the start of `tile.arange`")
+            stop = self.const_int(args["stop"], "the stop of `tile.arange`")
+            if not is_pow2(stop - start):
+                self.fail("BT0308", node, f"`tile.arange({start}, {stop})` has {stop - start} elements, "
+                          "not a power of two", label="stop - start is the tile's extent",
+                          help="tile extents are powers of two; mask the elements you do not need with tile.where")
+            n = stop - start
+            if n > MAX_TILE_ELEMENTS:
+                self.const_shape(ast.copy_location(ast.Constant(n), node), "the length of `tile.arange`")
+        else:
+            (n,) = self.const_shape(args["n"], "the length of `tile.arange`")
         dtype = I32 if args["dtype"] is None else self.dtype_arg(args["dtype"])
         if dtype == BOOL:
             self.type_mismatch(args["dtype"], "tile.arange", "a number type", dtype)
-        return ir.Arange(TileT(dtype, (n,)), src=node)
+        values = ir.Arange(TileT(dtype, (n,)), src=node)
+        if start:
+            values = ir.BinOp(values.ty, op="+", lhs=values, rhs=self.full((n,), start, dtype, node), src=node)
+        return values
 
     def call_where(self, node: ast.Call):
         args = self.bind_args(node, "tile.where", ["cond", "x", "y"])
         cond, a, b = (self.expr(args[k]) for k in ("cond", "x", "y"))
-        cond_dtype = cond.ty.dtype if isinstance(cond.ty, TileT) else cond.ty
-        if cond_dtype != BOOL:
-            self.type_mismatch(args["cond"], "the condition of tile.where", "bools", cond.ty)
+        cond_dtype = cond.ty.dtype if isinstance(cond.ty, TileT) else value_type(cond.ty)
+        if isinstance(cond.ty, TileT) and cond_dtype != BOOL and cond_dtype.is_int:
+            # an integer tile as a condition: nonzero is true, as in Triton and C
+            zero = ir.Splat(TileT(cond_dtype, ()), value=ir.Const(cond_dtype, value=0, src=args["cond"]),
+                            src=args["cond"])
+            cond = ir.Compare(TileT(BOOL, cond.ty.shape), op="!=", lhs=cond,
+                              rhs=self.broadcast_to(zero, cond.ty.shape), src=args["cond"])
+        elif cond_dtype != BOOL:
+            self.type_mismatch(args["cond"], "the condition of tile.where", "a tile of bools or integers, or a bool",
+                               cond.ty,
+                               help="compare explicitly, e.g. `t != 0.0`")
         if not any(isinstance(v.ty, TileT) for v in (cond, a, b)):
             self.fail("BT0308", node, "`tile.where` chooses between tiles", help="for scalars write `a if cond else b`")
         if isinstance(a.ty, TileT) or isinstance(b.ty, TileT):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from buildtile.backends.tile.types import SCALARS, TILE_DTYPES, ArrayT, Scalar
+from buildtile.backends.tile.types import MAX_RANK, SCALARS, TILE_DTYPES, ArrayT, Scalar
 from buildtile.discovery import resolve_dotted
 
 TILE_MODULE = "buildtile.tile"
@@ -18,19 +18,22 @@ def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str]):
     if isinstance(annotation, ast.Subscript):
         kind = resolve_dotted(annotation.value, namespace)
         if kind not in (TYPES_MODULE + ".Tensor", TILE_MODULE + ".Out"):
-            return None, (f"`{ast.unparse(annotation.value)}` is not a tile kernel parameter kind "
-                          "(tile kernels take Tensor inputs, tile.Out outputs and scalars)")
+            return None, (f"`{ast.unparse(annotation.value)}[...]` is not a supported tile kernel parameter type "
+                          "(supported: Tensor[T, rank] inputs, tile.Out[T, rank] outputs and scalars)")
         short = "tile.Out" if kind.endswith(".Out") else "Tensor"
         args = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
         elem = scalar_type(args[0], namespace)
         if elem is None or elem.name not in TILE_DTYPES:
-            return None, f"`{ast.unparse(args[0])}` is not a tile element type ({', '.join(TILE_DTYPES)})"
-        if len(args) != 2 or not (isinstance(args[1], ast.Constant) and args[1].value in (1, 2, 3)):
-            return None, f"`{short}` takes an element type and a rank of 1, 2 or 3"
-        return ArrayT(elem, args[1].value, is_out=short == "tile.Out"), None
+            return None, (f"`{ast.unparse(args[0])}` is not a supported element type of `{short}` "
+                          f"(supported: {', '.join(TILE_DTYPES)})")
+        rank = args[1].value if len(args) == 2 and isinstance(args[1], ast.Constant) else None
+        if not (isinstance(rank, int) and not isinstance(rank, bool) and 1 <= rank <= MAX_RANK):
+            return None, f"`{short}` takes an element type and a rank of 1 to {MAX_RANK}"
+        return ArrayT(elem, rank, is_out=short == "tile.Out"), None
     scalar = scalar_type(annotation, namespace)
     if scalar is None:
-        return None, f"`{ast.unparse(annotation)}` is not a buildtile type"
+        return None, (f"`{ast.unparse(annotation)}` is not a supported tile kernel parameter type "
+                      "(supported: Tensor[T, rank] inputs, tile.Out[T, rank] outputs and scalars)")
     return scalar, None
 
 

@@ -129,6 +129,8 @@ def find_pipelines(kernel: ir.KernelIR) -> dict[int, Pipeline]:
             assigns[stmt.name] += 1
     found = {}
     for loop in (s for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.ForRange)):
+        if not (isinstance(loop.step, int) and loop.step > 0):
+            continue   # a pipeline runs ahead by constant steps upward
         changing = {s.name for s in ir.walk_stmts(loop.body) if isinstance(s, ir.Assign)} | {loop.var} | {
             s.var for s in ir.walk_stmts(loop.body) if isinstance(s, ir.ForRange)}
         operands, offset = [], 0

@@ -11,8 +11,8 @@ from __future__ import annotations
 import ast
 import math
 
-from buildtile.backends.common.constants import BINOPS, MATH_CONSTANTS, fold_binop
-from buildtile.backends.common.typer import BaseTyper
+from buildtile.backends.common.constants import BINOPS, MATH_CONSTANTS, fold_binop, fold_math
+from buildtile.backends.common.typer import BaseTyper, promoted, widens
 from buildtile.backends.tile import ir
 from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, is_pow2, value_type
 from buildtile.discovery import resolve_dotted
@@ -75,6 +75,9 @@ class TileShapes(BaseTyper):
                     return float(node.args[0].value)
                 except ValueError:
                     return None
+            if dotted and dotted.startswith("math."):
+                args = [self.const(a) for a in node.args]
+                return None if any(a is None or isinstance(a, tuple) for a in args) else fold_math(dotted, args)
             if dotted == TILE_MODULE + ".cdiv" and len(node.args) == 2:
                 a, b = self.const(node.args[0]), self.const(node.args[1])
                 if isinstance(a, int) and isinstance(b, int) and b:
@@ -111,13 +114,18 @@ class TileShapes(BaseTyper):
         dtype = tiles[0].ty.dtype
         for v in tiles[1:]:
             if v.ty.dtype != dtype:
-                self.type_mismatch(node, "the operands", f"tiles of {dtype}", f"a tile of {v.ty.dtype}",
-                                   help="convert one of them with .astype(...)")
+                meet = promoted(dtype, v.ty.dtype)
+                if meet is None:
+                    self.type_mismatch(node, "the operands", f"tiles of {dtype}", f"a tile of {v.ty.dtype}",
+                                       help=_mix_help(dtype, v.ty.dtype))
+                dtype = meet
         shape = self.broadcast_shapes([v.ty.shape for v in tiles], node)
         out = []
         for v, n in zip(values, nodes):
             if not isinstance(v.ty, TileT):
                 v = ir.Splat(TileT(dtype, ()), value=self.scalar_as(v, dtype, n), src=n)
+            elif v.ty.dtype != dtype:     # the lossless widening (or int -> float) the operands meet by
+                v = ir.Cast(TileT(dtype, v.ty.shape), value=v, src=n)
             out.append(self.broadcast_to(v, shape))
         return dtype, shape, out
 
@@ -144,7 +152,9 @@ class TileShapes(BaseTyper):
         if not isinstance(value.ty, TileT):
             return ir.Splat(TileT(dtype, shape), value=self.scalar_as(value, dtype, node), src=node)
         if value.ty.dtype != dtype:
-            self.type_mismatch(node, what, f"a tile of {dtype}", value.ty, help=f"convert it with .astype({dtype})")
+            if not widens(value.ty.dtype, dtype):
+                self.type_mismatch(node, what, f"a tile of {dtype}", value.ty, help=f"convert it with .astype({dtype})")
+            value = ir.Cast(TileT(dtype, value.ty.shape), value=value, src=node)   # lossless: implicit
         padded = (1,) * (len(shape) - value.ty.rank) + tuple(value.ty.shape)
         if len(padded) != len(shape) or any(v not in (1, n) for v, n in zip(padded, shape)):
             self.fail("BT0308", node, f"{what} has shape {tuple(value.ty.shape)}, but the tile is {tuple(shape)}",
@@ -182,3 +192,15 @@ class TileShapes(BaseTyper):
                 shape = value.ty.shape[:axis] + (1,) + value.ty.shape[axis:]
                 value = ir.ExpandDims(TileT(value.ty.dtype, shape), value=value, axis=axis, src=node)
         return value
+
+
+def _mix_help(a: Scalar, b: Scalar) -> str:
+    """The cast that makes two tile dtypes meet, for a mix that is not implicit."""
+    if a.is_int and b.is_int and a.kind != b.kind:
+        signed, unsigned = (a, b) if a.kind == "int" else (b, a)
+        wide = f"i{min(64, 2 * max(a.bits, b.bits))}"
+        return (f"signed and unsigned integers do not mix implicitly; cast one side, "
+                f"e.g. `t.astype({wide})` or `t.astype({unsigned})`")
+    if {a.name, b.name} == {"f16", "bf16"}:
+        return "f16 and bf16 do not mix implicitly; cast one side, e.g. `t.astype(f32)` or `t.astype(bf16)`"
+    return f"cast one side explicitly, e.g. `t.astype({a})` or `t.astype({b})`"

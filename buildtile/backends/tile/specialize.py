@@ -110,6 +110,9 @@ def _explicit(node: ast.AST, outs: list[tuple[str, int]], consts: dict, source: 
                 error(key or item, "the keys of a specialization are parameter names, as strings")
                 ok = False
                 continue
+            if key.value in _unparsed_params(source):
+                ok = False      # its parameter's own diagnostic says what is wrong with its type
+                continue
             if key.value not in ranks:
                 error(key, f"`{key.value}` is not a tile.Out parameter of `{source.name}`",
                       f"tile.Out parameters: {', '.join(names) or 'none'}")
@@ -155,3 +158,8 @@ def _shape(node: ast.AST, rank: int, consts: dict, error) -> tuple[int, ...] | N
               "one block holds its tile in registers; use smaller tiles")
         return None
     return tuple(values)
+
+
+def _unparsed_params(source: KernelSource) -> set[str]:
+    """Parameters whose annotation is no tile kernel type (each reported where the kernel is typed)."""
+    return {a.arg for a in source.node.args.args if parse_param_type(a.annotation, source.namespace)[0] is None}

@@ -17,8 +17,13 @@ from buildtile.backends.common.types import (  # noqa: F401 - the tile typer spe
     F16,
     F32,
     F64,
+    I8,
+    I16,
     I32,
     I64,
+    U8,
+    U16,
+    U32,
     SCALARS,
     WEAK_FLOAT,
     WEAK_INT,
@@ -27,7 +32,9 @@ from buildtile.backends.common.types import (  # noqa: F401 - the tile typer spe
 )
 
 #: element types a tile (and a tile kernel's arrays) may hold
-TILE_DTYPES = {t.name: t for t in (F16, BF16, F32, I32, I64, BOOL)}
+TILE_DTYPES = {t.name: t for t in (F16, BF16, F32, F64, I8, U8, I16, U16, I32, U32, I64, BOOL)}
+#: the most axes a tile kernel's tensors (and its tiles) may have
+MAX_RANK = 5
 #: the operand types of tile.mma
 MMA_DTYPES = (F16, BF16)
 

@@ -122,7 +122,7 @@ BT_INTERNAL int bt_check_arguments(const bt_kernel* kernel, const DLTensor* cons
 typedef struct bt_tile {
     int grid_buffer;           /* index into kernel->buffers */
     const int64_t* shape;      /* the grid output's tile extents, one per axis */
-    int rank;                  /* 0 to 3 */
+    int rank;                  /* 0 to 5 */
 } bt_tile;
 
 /* A Tile launcher's checks before `requires` (bt_tile.c): cfg, no tensor

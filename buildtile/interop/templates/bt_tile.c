@@ -69,12 +69,14 @@ int bt_tile_grid(const bt_kernel* k, const bt_tile* tile, const bt_launch_config
 {
     const bt_arg* out = &args[tile->grid_buffer];
     const char* name = k->buffers[tile->grid_buffer].name;
-    uint64_t counts[3] = {1, 1, 1}; /* along x, y, z: axis rank-1 runs along x */
+    /* along x, y, z: axis rank-1 runs along x; the axes before rank-3 of a rank-4/5 output fold into z */
+    uint64_t counts[3] = {1, 1, 1};
     *empty = 0;
-    for (int along = 0; along < tile->rank; ++along) {
-        const int axis = tile->rank - 1 - along;
+    for (int axis_from_end = 0; axis_from_end < tile->rank; ++axis_from_end) {
+        const int axis = tile->rank - 1 - axis_from_end;
+        const int along = axis_from_end < 2 ? axis_from_end : 2;
         const int64_t n = out->shape[axis];
-        counts[along] = n == 0 ? 0 : (uint64_t)((n - 1) / tile->shape[axis]) + 1;
+        counts[along] *= n == 0 ? 0 : (uint64_t)((n - 1) / tile->shape[axis]) + 1;
         if (counts[along] == 0)
             *empty = 1;
         if (counts[along] > bt_max_grid[along]) {
