@@ -68,6 +68,7 @@ def tile_kernels() -> list[dict]:
         ], requires=[("len(x) == len(z)", _eq(_len("x"), _len("z"))), ("len(y) == len(z)", _eq(_len("y"), _len("z")))]),
         tile_record(MODULE, "double2d", [("x", "tensor", "f32", 2), ("z", "tile_out", "f32", 2)], [
             dict(tiles={"z": [16, 32]}, block=(32, 8), ptx=double_2d_ptx(entry("double2d", "__t16x32"), (16, 32), (32, 8))),
+            dict(tiles={"z": [1, 32]}, block=32, ptx=add_1d_ptx(entry("double2d", "__t1x32"), 32, 32)),
         ]),
         tile_record(MODULE, "stats", [("x", "tensor", "f32", 2), ("alpha", "scalar", "f16"),
                                       ("m", "tile_out", "f32", 2), ("s", "tile_out", "f32", 1)], [
@@ -203,7 +204,8 @@ def test_every_specialization_and_the_dispatcher_are_exported(shim_path):
     exported = {line.split()[-1] for line in nm.splitlines() if " T " in line}
     tile = {name for name in exported if name.startswith("bt_" + mangle(MODULE, "")[:-1])}
     assert tile == {f"{ADD}__t128", f"{ADD}__t256", f"{ADD}_tiled",
-                    f"bt_{entry('double2d', '__t16x32')}", f"bt_{entry('double2d')}_tiled",
+                    f"bt_{entry('double2d', '__t16x32')}", f"bt_{entry('double2d', '__t1x32')}",
+                    f"bt_{entry('double2d')}_tiled",
                     f"bt_{entry('stats', '__t8x8_8')}", f"bt_{entry('stats', '__t16x16_16')}",
                     f"bt_{entry('stats')}_tiled",
                     f"bt_{entry('fill3d', '__t2x4x8')}", f"bt_{entry('fill3d')}_tiled"}
@@ -319,11 +321,11 @@ def test_the_launch_configuration_is_checked(shim):
 
 
 def test_a_grid_past_cuda_limits_is_bt0600(shim):
-    rows = 16 * 65535 + 1
-    far = 0x7E0000000000  # the outputs do not overlap the input
-    assert shim.launcher("double2d__t16x32")(tile_config(), tensor(A, [rows, 32]), tensor(far, [rows, 32])) == 600
-    assert ("needs 65536 tiles along axis 0 of `z` (shape (1048561, 32), tile shape (16, 32)), but CUDA allows "
-            "at most 65535 blocks along y") in shim.last_error
+    far = 0x7E0000000000  # the output does not overlap the input
+    n = 128 * 2**31
+    assert shim.launcher(T128)(tile_config(), tensor(A, [n]), tensor(B, [n]), tensor(far, [n])) == 600
+    assert ("kernel `example_kernels.tiles.add` needs 2147483648 tiles along axis 0 of `z` (shape (274877906944,), "
+            "tile shape (128,)), but CUDA runs at most 2147483647 blocks along x") in shim.last_error
 
 
 def test_an_empty_output_launches_nothing(shim):
@@ -391,6 +393,36 @@ def test_a_three_dimensional_grid_takes_axis_0_along_z(fake):
     shim, state = fake
     assert shim.tiled("fill3d")(tile_config(), [2, 4, 8], tensor(A, [3, 9, 17], "f64")) == 0, shim.last_error
     assert (tuple(state.grid), tuple(state.block)) == ((3, 3, 2), (8, 4, 2))
+
+
+@pytest.mark.parametrize("shape, tiles, grid", [
+    ((1_000_000, 32), [1, 32], (1_000_000, 1, 1)),        # a million rows of [1, C]
+    ((1_000_000, 20), [1, 32], (1_000_000, 1, 1)),        # ragged columns
+    ((16 * 65535 + 1, 32), [16, 32], (65536, 1, 1)),      # 65,536 rows of tiles: was refused along y
+    ((70000, 40000 * 32), [1, 32], (2**31 - 1, 2, 1)),    # 2.8e9 tiles: spills into y
+])
+def test_two_dimensional_grids_past_65535_rows_are_linearised(fake, shape, tiles, grid):
+    from buildtile.runtime.tile.grid import tile_grid
+
+    shim, state = fake
+    far = 0x7E0000000000
+    assert shim.tiled("double2d")(tile_config(), tiles, tensor(A, list(shape)), tensor(far, list(shape))) == 0, \
+        shim.last_error
+    assert tuple(state.grid) == grid == tile_grid(shape, tuple(tiles))   # the Python host's rule
+    assert shim.launcher("double2d__t1x32" if tiles[0] == 1 else "double2d__t16x32")(
+        config(*grid), tensor(A, list(shape)), tensor(far, list(shape))) == 0   # and that grid, given, is accepted
+
+
+@pytest.mark.parametrize("shape", [(70000 * 2, 3 * 4, 8), (2, 70000 * 4, 16), (2 * 65535 + 2, 4 * 65535 + 1, 9),
+                                   (3, 9, 17), (1, 1, 1)])
+def test_three_dimensional_grids_agree_with_the_python_host(fake, shape):
+    from buildtile.runtime.tile.grid import natural_grid, tile_counts, tile_grid
+
+    shim, state = fake
+    assert shim.tiled("fill3d")(tile_config(), [2, 4, 8], tensor(A, list(shape), "f64")) == 0, shim.last_error
+    assert tuple(state.grid) == tile_grid(shape, (2, 4, 8))
+    linearised = tile_grid(shape, (2, 4, 8)) != natural_grid(tile_counts(shape, (2, 4, 8)))
+    assert linearised == (max(tile_counts(shape, (2, 4, 8))[:2]) > 65535)
 
 
 def test_the_grid_output_fixes_the_grid_and_shared_memory_past_48k_is_opted_into(fake):

@@ -250,8 +250,9 @@ class Emulated:
         self.library = builder.link(self.jit, f"tile_{specialization.symbol}")
         self.entry = self.library["emu_entry"]
 
-    def __call__(self, *args) -> None:
-        """Launch over the tiles of the grid parameter; arrays are written in place."""
+    def __call__(self, *args, grid: tuple[int, int, int] | None = None) -> None:
+        """Launch over the tiles of the grid parameter; arrays are written in place. ``grid``
+        (default: one block per tile, the last axis along x) is any launch grid the host may use."""
         slots = []
         grid_shape = None
         for p, value in zip(self.params, args):
@@ -267,7 +268,7 @@ class Emulated:
                 tile_shape = self.spec.tile_shapes[p["name"]]
                 grid_shape = [-(-n // t) for n, t in zip(arr.shape, tile_shape)]
         buf = (ctypes.c_uint64 * max(1, len(slots)))(*[s & (2**64 - 1) for s in slots])
-        dims = list(reversed(grid_shape)) + [1] * (3 - len(grid_shape))
+        dims = list(grid) if grid is not None else list(reversed(grid_shape)) + [1] * (3 - len(grid_shape))
         flags = {name: ctypes.c_int.in_dll(self.runtime, name) for name in _FLAGS}
         for flag in flags.values():
             flag.value = 0

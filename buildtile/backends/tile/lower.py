@@ -4,9 +4,10 @@ One block of ``plan.threads`` threads runs the body for one tile. Scalars
 are ordinary registers, the same in every thread; a tile is a list of
 registers per thread, in the layout the plan gave its node. Parameters
 follow kernel ABI v1 (a ``tile.Out`` is passed like a tensor). The block's
-tile is ``(ctaid.z, ctaid.y, ctaid.x)`` for the last axes of the outputs'
-partition; mma kernels visit 2-D tiles in groups of rows (a bijection of
-the grid, so each block still owns exactly one tile) for L2 reuse.
+tile comes from its linear block id and the grid output's tile counts
+(schedule.py), for the last axes of the outputs' partition; mma kernels
+visit 2-D tiles in groups of rows (a bijection of the grid, so each block
+still owns exactly one tile) for L2 reuse.
 
 Shared memory is one dynamically sized ``extern .shared`` array: the
 software pipelines' stage buffers first, then the scratch area that layout
@@ -42,15 +43,13 @@ from buildtile.backends.common.llvm import (
     sreg,
     type_suffix,
 )
-from buildtile.backends.tile import exchange, ir, memory, mma, types
+from buildtile.backends.tile import exchange, ir, memory, mma, schedule, types
 from buildtile.backends.tile.exchange import TileVal
 from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.plan import Plan
 from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, value_type
 
 SMEM = "__buildtile_tile_smem"
-#: rows of tiles visited together by mma kernels (Triton's GROUP_M)
-GROUP_ROWS = 8
 
 #: math functions LLVM has an intrinsic for; the others call libdevice (``__nv_<name>f``)
 _LLVM_MATH = {"sqrt": "llvm.sqrt", "abs": "llvm.fabs", "floor": "llvm.floor", "ceil": "llvm.ceil",
@@ -86,6 +85,8 @@ class _Emitter:
         self._thread_parts: dict = {}
         self.helpers: dict = {}                    # cold device functions, by what they do
         self._tile_ids: dict[tuple[str, int], lir.Value] = {}
+        self._grid_coords: list[lir.Value] | None = None       # (z, y, x) of this block's tile
+        self._grouped_coords: list[lir.Value] | None = None    # (row, col) in grouped order
 
     # ------------------------------------------------------------ structure
     def run(self) -> LoweredKernel:
@@ -96,6 +97,7 @@ class _Emitter:
         self.smem_global = lir.GlobalVariable(self.module, lir.ArrayType(I8, 0), SMEM, addrspace=3)
         self.smem_global.align = 16
         self._enter_function_entry()
+        self._enter_tile()
         self.stmts(self.kernel.body)
         if not self.b.block.is_terminated:
             self.b.ret_void()
@@ -290,16 +292,40 @@ class _Emitter:
         return self.math(e.name, value_type(e.ty), [self.scalar(a) for a in e.args])
 
     # ------------------------------------------------------------ grid
+    def _enter_tile(self) -> None:
+        """At the top of the body: this block's tile coordinates from its linear block id, and a
+        return for a block past the last tile (the mapping is schedule.py's)."""
+        grid_param = next(iter(self.kernel.tile_shapes), None)
+        if grid_param is None or len(self.kernel.tile_shapes[grid_param]) < 2:
+            return      # one axis runs along grid x itself (tile_id reads ctaid.x)
+        b = self.b
+        counts = schedule.tile_counts(b, self.arrays[grid_param].shape, self.kernel.tile_shapes[grid_param])
+        group = schedule.GROUP_ROWS if self.plan.grouped_grid and len(counts) == 2 else 0
+        linear = schedule.linear_block_id(b)
+        in_range, ids = schedule.emit_tile_of_block(b, linear, counts)
+        rest, done = (self.fn.append_basic_block(f"tile.{n}") for n in ("body", "none"))
+        b.cbranch(in_range, rest, done)
+        b.position_at_end(done)
+        b.ret_void()
+        b.position_at_end(rest)
+        coords = [I64(0)] * (3 - len(ids)) + ids[-3:]     # (z, y, x): a lower-rank output takes the last
+        self._grid_coords = coords
+        if group:
+            self._grouped_coords = schedule.emit_grouped(b, linear, counts[0], counts[1], group)
+
     def tile_id(self, param: str, axis: int) -> lir.Value:
         """This block's tile index along ``axis`` of ``param``'s partition (computed once)."""
         key = (param, axis)
         if key not in self._tile_ids:
-            b = self.alloca_builder
             rank = len(self.kernel.tile_shapes[param])
-            dims = "xyz"[:rank][::-1]         # axis rank-1 -> x, rank-2 -> y, rank-3 -> z
-            ids = [b.zext(sreg(b, f"ctaid.{d}"), I64) for d in dims]
-            if self.plan.grouped_grid and rank == 2:
-                ids = _grouped(b, ids[1], ids[0], b.zext(sreg(b, "nctaid.x"), I64), b.zext(sreg(b, "nctaid.y"), I64))
+            if self._grid_coords is None:     # a 1-D grid: x is the tile
+                b = self.alloca_builder
+                dims = "xyz"[:rank][::-1]
+                ids = [b.zext(sreg(b, f"ctaid.{d}"), I64) for d in dims]
+            elif self._grouped_coords is not None and rank == 2:
+                ids = self._grouped_coords
+            else:
+                ids = self._grid_coords[3 - rank:]
             for a, value in enumerate(ids):
                 self._tile_ids[(param, a)] = value
         return self._tile_ids[key]
@@ -430,19 +456,6 @@ class _Emitter:
         else:
             out = b.call(libdevice(self.module, name, t, len(args)), args)
         return round_half(b, out, ty)
-
-
-def _grouped(b: lir.IRBuilder, x: lir.Value, y: lir.Value, nx: lir.Value, ny: lir.Value) -> list[lir.Value]:
-    """(row, col) tile of block (x, y): blocks run in order y * nx + x; give consecutive blocks a
-    band of GROUP_ROWS tile rows, column by column, so they share A rows and B columns in L2."""
-    pid = b.add(b.mul(y, nx), x)
-    per_group = b.mul(nx, I64(GROUP_ROWS))
-    group = b.udiv(pid, per_group)
-    first = b.mul(group, I64(GROUP_ROWS))
-    left = b.sub(ny, first)
-    rows = b.select(b.icmp_unsigned("<", left, I64(GROUP_ROWS)), left, I64(GROUP_ROWS))
-    within = b.urem(pid, per_group)
-    return [b.add(first, b.urem(within, rows)), b.udiv(within, rows)]
 
 
 def _align(n: int, to: int) -> int:

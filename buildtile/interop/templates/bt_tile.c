@@ -1,7 +1,7 @@
 /*
  * What Tile launchers add to the checks of bt_checks.c: each argument is
- * owned by the launch (no tensor twice), the grid is one block per tile of
- * the grid output (computed here, not taken from the caller), and the
+ * owned by the launch (no tensor twice), the grid covers the tiles of the
+ * grid output (computed here, not taken from the caller), and the
  * dispatching launcher's refusal of a tile shape nobody compiled. Nothing
  * here touches the driver.
  */
@@ -64,29 +64,70 @@ int bt_tile_prepare(const bt_kernel* k, const bt_launch_config* cfg, const DLTen
     return status;
 }
 
+/* The launch grid over `counts` tiles (axis order), the Python host's rule (runtime/tile/grid.py):
+ * the natural grid (the last axis along x, the one before along y, the first of three along z)
+ * when it fits; else, for two or three axes, the tiles in row-major order with x = min(total,
+ * 2^31 - 1) and the rest spilled into y, then z (the blocks past the last tile return at once).
+ * Returns 0 when no grid fits. */
+static int bt_tile_launch_grid(const uint64_t* counts, int rank, uint64_t* grid)
+{
+    int fits = 1, empty = 0;
+    uint64_t total = 1;
+    grid[0] = grid[1] = grid[2] = 1;
+    for (int along = 0; along < rank; ++along) {
+        const uint64_t n = counts[rank - 1 - along];
+        grid[along] = n;
+        empty |= n == 0;
+        fits &= n <= bt_max_grid[along];
+    }
+    if (empty || fits)
+        return 1;
+    if (rank < 2)
+        return 0;
+    for (int d = 0; d < rank; ++d) {
+        if (total > UINT64_MAX / counts[d])
+            return 0; /* past x * y * z blocks in any case */
+        total *= counts[d];
+    }
+    grid[0] = total < bt_max_grid[0] ? total : bt_max_grid[0];
+    const uint64_t rest = (total - 1) / grid[0] + 1;
+    grid[1] = rest < bt_max_grid[1] ? rest : bt_max_grid[1];
+    grid[2] = (rest - 1) / grid[1] + 1;
+    return grid[2] <= bt_max_grid[2];
+}
+
 int bt_tile_grid(const bt_kernel* k, const bt_tile* tile, const bt_launch_config* cfg, const bt_arg* args,
                  bt_launch_config* launch, int* empty)
 {
     const bt_arg* out = &args[tile->grid_buffer];
     const char* name = k->buffers[tile->grid_buffer].name;
-    uint64_t counts[3] = {1, 1, 1}; /* along x, y, z: axis rank-1 runs along x */
+    uint64_t tiles[3] = {1, 1, 1}; /* per axis of the grid output */
+    uint64_t counts[3];            /* the launch grid, along x, y, z */
     *empty = 0;
-    for (int along = 0; along < tile->rank; ++along) {
-        const int axis = tile->rank - 1 - along;
+    for (int axis = 0; axis < tile->rank; ++axis) {
         const int64_t n = out->shape[axis];
-        counts[along] = n == 0 ? 0 : (uint64_t)((n - 1) / tile->shape[axis]) + 1;
-        if (counts[along] == 0)
+        tiles[axis] = n == 0 ? 0 : (uint64_t)((n - 1) / tile->shape[axis]) + 1;
+        if (tiles[axis] == 0)
             *empty = 1;
-        if (counts[along] > bt_max_grid[along]) {
-            char shape[160], tiles[160];
-            bt_format_extents(shape, sizeof shape, out->shape, tile->rank);
-            bt_format_extents(tiles, sizeof tiles, tile->shape, tile->rank);
+    }
+    if (!bt_tile_launch_grid(tiles, tile->rank, counts)) {
+        char shape[160], extents[160], need[96];
+        bt_format_extents(shape, sizeof shape, out->shape, tile->rank);
+        bt_format_extents(extents, sizeof extents, tile->shape, tile->rank);
+        if (tile->rank == 1)
             return bt_fail(BT_ERR_CONTRACT, "partition the output into larger tiles (a compiled specialization)",
-                           "launch contract violated: kernel `%s` needs %llu tiles along axis %d of `%s` (shape %s, "
-                           "tile shape %s), but CUDA allows at most %llu blocks along %c", k->name,
-                           (unsigned long long)counts[along], axis, name, shape, tiles,
-                           (unsigned long long)bt_max_grid[along], "xyz"[along]);
-        }
+                           "launch contract violated: kernel `%s` needs %llu tiles along axis 0 of `%s` (shape %s, "
+                           "tile shape %s), but CUDA runs at most %llu blocks along x", k->name,
+                           (unsigned long long)tiles[0], name, shape, extents, (unsigned long long)bt_max_grid[0]);
+        size_t used = 0;
+        for (int axis = 0; axis < tile->rank && used < sizeof need; ++axis)
+            used += (size_t)snprintf(need + used, sizeof need - used, "%s%llu", axis ? " x " : "",
+                                     (unsigned long long)tiles[axis]);
+        return bt_fail(BT_ERR_CONTRACT, "partition the output into larger tiles (a compiled specialization)",
+                       "launch contract violated: kernel `%s` needs %s tiles of `%s` (shape %s, tile shape %s), "
+                       "but CUDA runs at most %llu x %llu x %llu blocks", k->name, need, name, shape, extents,
+                       (unsigned long long)bt_max_grid[0], (unsigned long long)bt_max_grid[1],
+                       (unsigned long long)bt_max_grid[2]);
     }
     const uint32_t* g = cfg->grid;
     const int given = g[0] != 0 || g[1] != 0 || g[2] != 0;

@@ -16,7 +16,7 @@ in order:
 5. no output overlapping any other argument (BT0502);
 6. the partitions' tile shapes are a compiled specialization (BT0600);
 7. the contract's ``requires`` relations (BT0600);
-8. the tile grid fits CUDA's limits (BT0600).
+8. some launch grid CUDA allows covers the tiles (BT0600; grid.py).
 
 The wording is the SIMT runtime's (:mod:`buildtile.runtime.refusals`).
 Nothing here calls the driver except :func:`settle_device`, which asks it
@@ -34,7 +34,7 @@ from buildtile.runtime import refusals
 from buildtile.runtime.arrays import ArrayView, array_view
 from buildtile.runtime.contract import MAX_GRID, Dim3
 from buildtile.runtime.dtypes import ScalarRefused, describe_value, scalar_converter
-from buildtile.runtime.tile.grid import tile_grid
+from buildtile.runtime.tile.grid import launch_grid, tile_counts
 from buildtile.runtime.tile.handles import OwnedHandle, Partition, TileTensor
 from buildtile.runtime.tile.signature import TileSignature
 
@@ -211,17 +211,21 @@ def _check_requires(sig: TileSignature, env: list) -> None:
 
 
 def _grid(sig: TileSignature, spec: SpecializationRecord, view: ArrayView) -> Dim3:
-    """One block per tile of the grid parameter; refused past CUDA's grid limits."""
+    """The launch grid over the tiles of the grid parameter (grid.py's rule); BT0600 when no grid
+    CUDA allows holds them."""
     p = sig.grid_param
     shape, tiles = tuple(view.shape), spec.tile_shape_of(p.name)
-    grid = tile_grid(shape, tiles)
-    for axis, (n, limit) in enumerate(zip(grid, MAX_GRID)):
-        if n > limit:
-            raise ContractError(
-                f"launch contract violated: kernel `{sig.name}` needs {n} tiles along axis "
-                f"{p.rank - 1 - axis} of `{p.name}` (shape {shape}, tile shape {tiles}), but CUDA allows at "
-                f"most {limit} blocks along {'xyz'[axis]}",
-                help="partition the output into larger tiles (a compiled specialization)")
+    counts = tile_counts(shape, tiles)
+    grid = launch_grid(counts)
+    if grid is None:
+        if len(counts) == 1:
+            why, limit = f"{counts[0]} tiles along axis 0 of `{p.name}`", f"{MAX_GRID[0]} blocks along x"
+        else:
+            why, limit = f"{' x '.join(map(str, counts))} tiles of `{p.name}`", " x ".join(map(str, MAX_GRID)) + " blocks"
+        raise ContractError(
+            f"launch contract violated: kernel `{sig.name}` needs {why} (shape {shape}, tile shape {tiles}), "
+            f"but CUDA runs at most {limit}",
+            help="partition the output into larger tiles (a compiled specialization)")
     return grid
 
 

@@ -1,0 +1,127 @@
+"""Which tile each block of a Tile launch computes: the block id -> tile id mapping.
+
+The host launches a grid over the tiles of the grid output (its rule is
+:func:`buildtile.runtime.tile.grid.launch_grid`, and the C host's copy of
+it). Inside the kernel every block recovers its tile from
+
+* its **linear block id** ``L = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)``
+  (64-bit), and
+* the **tile counts** ``n[d] = ceil(extent[d] / tile[d])``, from the grid
+  output's extents (kernel parameters) and its compile-time tile shape,
+
+by :func:`tile_of_block`: ``L`` enumerates the tiles in row-major order (the
+last axis fastest). A block with ``L >= n[0] * ... * n[r-1]`` has no tile and
+returns at once: a grid that spills past grid x may hold a few such blocks.
+
+This covers both grids the host launches. The natural one (axis ``r-1``
+along x, ``r-2`` along y, ``r-3`` along z, when each fits CUDA's limits)
+gives ``L = t[r-1] + n[r-1] * (t[r-2] + n[r-2] * t[r-3])``, which the
+row-major decomposition maps back to ``(t[r-3], t[r-2], t[r-1])``. The
+linearised one (``x = min(total, 2^31 - 1)``, the rest spilled into y and z)
+gives each ``L`` below the total exactly once. A rank-1 output keeps
+``ctaid.x`` itself: grid x reaches 2^31 - 1 tiles.
+
+**Grouped order** (:func:`grouped`, mma kernels: Triton's ``GROUP_SIZE_M``
+swizzle) then renumbers a 2-D grid so that consecutive blocks walk a band of
+``group`` tile rows column by column, sharing rows of A and columns of B in
+L2. It is a bijection of ``[0, rows) x [0, cols)``: the bands cut the linear
+ids into consecutive runs of ``cols * group`` (the last band, of
+``rows - first`` rows, takes the ``cols * (rows - first)`` ids left), and
+within a band of ``h`` rows ``(w % h, w // h)`` for ``w < cols * h`` is the
+column-major enumeration of an ``h x cols`` block, each cell once. So every
+tile is still computed by exactly one block, and ownership is unchanged.
+
+The LLVM emitters (:func:`linear_block_id`, :func:`tile_counts`,
+:func:`emit_tile_of_block`) generate exactly what the Python models
+(:func:`tile_of_block`, :func:`grouped`) compute; tests enumerate the models
+and run the emitted code on the CPU emulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import llvmlite.ir as lir
+
+from buildtile.backends.common.llvm import I64, sreg
+
+#: tile rows a band of the grouped order holds by default (Triton's GROUP_M)
+GROUP_ROWS = 8
+
+
+# ----------------------------------------------------------------------------- the mapping, as integers
+
+def tile_of_block(linear: int, counts: Sequence[int], group: int = 0) -> tuple[int, ...] | None:
+    """The tile (one index per axis) that the block of linear id ``linear`` computes, or None for
+    a block past the last tile. ``group`` > 0 applies :func:`grouped` to a 2-D grid."""
+    total = 1
+    for n in counts:
+        total *= n
+    if not 0 <= linear < total:
+        return None
+    if group > 0 and len(counts) == 2:
+        return grouped(linear, counts[0], counts[1], group)
+    ids = []
+    for n in reversed(counts):
+        ids.append(linear % n)
+        linear //= n
+    return tuple(reversed(ids))
+
+
+def grouped(linear: int, rows: int, cols: int, group: int = GROUP_ROWS) -> tuple[int, int]:
+    """(row, col) of block ``linear`` of a ``rows x cols`` grid in grouped order (see the module docstring)."""
+    per_band = cols * group
+    first = linear // per_band * group
+    height = min(rows - first, group)
+    within = linear % per_band
+    return first + within % height, within // height
+
+
+# ----------------------------------------------------------------------------- the mapping, as LLVM IR
+
+def linear_block_id(b: lir.IRBuilder) -> lir.Value:
+    """``ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)`` as an i64."""
+    def reg(name: str) -> lir.Value:
+        return b.zext(sreg(b, name), I64)
+    rows = b.add(reg("ctaid.y"), b.mul(reg("nctaid.y"), reg("ctaid.z")))
+    return b.add(reg("ctaid.x"), b.mul(reg("nctaid.x"), rows))
+
+
+def tile_counts(b: lir.IRBuilder, extents: Sequence[lir.Value], tile_shape: Sequence[int]) -> list[lir.Value]:
+    """``ceil(extent / tile)`` per axis (i64; extents are never negative, tiles are constants)."""
+    return [b.udiv(b.add(n, I64(t - 1)), I64(t)) for n, t in zip(extents, tile_shape)]
+
+
+def emit_tile_of_block(b: lir.IRBuilder, linear: lir.Value, counts: Sequence[lir.Value],
+                       group: int = 0) -> tuple[lir.Value, list[lir.Value]]:
+    """(``linear`` < the number of tiles, the tile's index per axis): :func:`tile_of_block` in IR."""
+    total = counts[0]
+    for n in counts[1:]:
+        total = b.mul(total, n)
+    in_range = b.icmp_unsigned("<", linear, total)
+    if group > 0 and len(counts) == 2:
+        return in_range, emit_grouped(b, linear, counts[0], counts[1], group)
+    ids = []
+    rest = linear
+    for k, n in enumerate(reversed(counts)):
+        if k == len(counts) - 1:
+            ids.append(rest)     # the first axis takes what is left (below its count when in range)
+        else:
+            ids.append(b.urem(rest, n))
+            rest = b.udiv(rest, n)
+    return in_range, ids[::-1]
+
+
+def emit_grouped(b: lir.IRBuilder, linear: lir.Value, rows: lir.Value, cols: lir.Value,
+                 group: int = GROUP_ROWS) -> list[lir.Value]:
+    """:func:`grouped` in IR: [row, col] of block ``linear``."""
+    per_band = b.mul(cols, I64(group))
+    first = b.mul(b.udiv(linear, per_band), I64(group))
+    left = b.sub(rows, first)
+    height = b.select(b.icmp_unsigned("<", left, I64(group)), left, I64(group))
+    within = b.urem(linear, per_band)
+    return [b.add(first, b.urem(within, height)), b.udiv(within, height)]
+
+
+__all__ = ["GROUP_ROWS", "emit_grouped", "emit_tile_of_block", "grouped", "linear_block_id", "tile_counts",
+           "tile_of_block"]
