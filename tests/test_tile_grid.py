@@ -14,7 +14,7 @@ import struct
 import pytest
 from tile_support import make_tile_package
 
-from buildtile.backends.tile.schedule import grouped, tile_of_block
+from buildtile.backends.tile.schedule import grouped, persistent_blocks, persistent_tiles, tile_of_block
 from buildtile.errors import ContractError
 from buildtile.runtime.contract import MAX_GRID
 from buildtile.runtime.testing import DEVICE_MEMORY, FakeCudaArray
@@ -157,4 +157,60 @@ def test_one_axis_past_grid_x_is_bt0600(grids, fake_gpu):
         grids.vec(partition(far((128 * 2**31,)), [128]))
     assert ("kernel `vec` needs 2147483648 tiles along axis 0 of `z` (shape (274877906944,), tile shape (128,)), "
             "but CUDA runs at most 2147483647 blocks along x") in str(info.value)
+    assert fake_gpu.launches == []
+
+
+@pytest.mark.parametrize("group", [0, 1, 3, 8])
+@pytest.mark.parametrize("counts", [(1, 1), (7, 5), (33, 31), (100, 7), (9, 7, 5)])
+@pytest.mark.parametrize("blocks", [1, 2, 7, 132 * 2, 10_000])
+def test_persistent_blocks_take_every_tile_once_in_either_order(counts, group, blocks):
+    total = math.prod(counts)
+    p = persistent_blocks(total, blocks, 1)
+    taken = [tile_of_block(t, counts, group) for b in range(p) for t in persistent_tiles(b, p, total)]
+    assert None not in taken and sorted(taken) == sorted(_all_tiles(counts))
+    assert p == min(total, blocks)
+
+
+# ----------------------------------------------------------------------------- tile orders on the host partition
+
+def test_a_partition_records_its_order(fake_gpu):
+    p = partition(fake_gpu.array((300, 500)), [128, 256], order="grouped", group=4)
+    assert (p.schedule.order, p.schedule.group, p.schedule.persistent) == ("grouped", 4, False)
+    assert partition(fake_gpu.array((300, 500)), [128, 256], order="grouped").schedule.group == 8
+    q = partition(fake_gpu.array(1000), [128], persistent=True)
+    assert (q.schedule.order, q.schedule.group, q.schedule.persistent) == ("row", 0, True)
+    assert "order='grouped', group=4" in repr(p)
+
+
+@pytest.mark.parametrize("options, words", [
+    (dict(order="zigzag"), "unknown tile order: `order` is 'zigzag'"),
+    (dict(order=3), "unknown tile order: `order` is 3"),
+    (dict(order="grouped", group=0), "`group` must be at least 1 (tile rows per band), got 0"),
+    (dict(order="grouped", group=-2), "`group` must be at least 1 (tile rows per band), got -2"),
+    (dict(order="grouped", group=2.5), "`group` is a number of tile rows, an int, got"),
+    (dict(order="grouped", group=True), "`group` is a number of tile rows, an int, got"),
+    (dict(group=4), "`group` is an option of the grouped order, but `order` is 'row'"),
+    (dict(persistent="yes"), "`persistent` is True or False, got"),
+])
+def test_bad_partition_options_are_bt0600_naming_the_option(fake_gpu, options, words):
+    from buildtile.runtime.tile.handles import tensor
+
+    handle = tensor(fake_gpu.array((300, 500)))
+    with pytest.raises(ContractError) as info:
+        partition(handle, [128, 256], **options)
+    assert info.value.code == "BT0600" and words in str(info.value)
+    handle.array   # nothing was moved  # noqa: B018
+
+
+def test_the_grouped_order_needs_a_two_dimensional_partition(fake_gpu):
+    with pytest.raises(ContractError) as info:
+        partition(fake_gpu.array(1000), [128], order="grouped")
+    assert "the grouped order is an order of 2-D tile grids, but the tile shape has 1 axis" in str(info.value)
+
+
+def test_a_launch_refuses_a_schedule_its_kernel_does_not_take(grids, fake_gpu):
+    with pytest.raises(ContractError) as info:
+        grids.rows(fake_gpu.array((40, 256)), partition(fake_gpu.array((40, 256)), [1, 256], order="grouped"))
+    assert ("kernel `rows` visits its tiles in the order it was compiled with, but the partition of `z` asks "
+            "for order='grouped', group=8") in str(info.value)
     assert fake_gpu.launches == []

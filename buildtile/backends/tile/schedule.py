@@ -31,6 +31,14 @@ within a band of ``h`` rows ``(w % h, w // h)`` for ``w < cols * h`` is the
 column-major enumeration of an ``h x cols`` block, each cell once. So every
 tile is still computed by exactly one block, and ownership is unchanged.
 
+**Persistent scheduling** (:func:`persistent_tiles`) launches ``P`` blocks
+(about the SMs times the blocks each SM holds, :func:`persistent_blocks`) and
+lets block ``b`` take the linear tile ids ``b, b + P, b + 2P, ...`` below the
+total: the ids ``t`` are split by their residue ``t mod P``, one residue per
+block, so each tile is taken exactly once, by block ``t mod P`` in its
+iteration ``t // P``. Composed with either order above it is still a
+bijection (a composition of bijections).
+
 The LLVM emitters (:func:`linear_block_id`, :func:`tile_counts`,
 :func:`emit_tile_of_block`) generate exactly what the Python models
 (:func:`tile_of_block`, :func:`grouped`) compute; tests enumerate the models
@@ -75,6 +83,16 @@ def grouped(linear: int, rows: int, cols: int, group: int = GROUP_ROWS) -> tuple
     height = min(rows - first, group)
     within = linear % per_band
     return first + within % height, within // height
+
+
+def persistent_blocks(total: int, sms: int, blocks_per_sm: int) -> int:
+    """How many blocks a persistent launch over ``total`` tiles uses: one wave, never more than the tiles."""
+    return max(1, min(total, sms * blocks_per_sm))
+
+
+def persistent_tiles(block: int, blocks: int, total: int) -> range:
+    """The linear tile ids block ``block`` of a persistent launch of ``blocks`` blocks takes, in order."""
+    return range(block, total, blocks)
 
 
 # ----------------------------------------------------------------------------- the mapping, as LLVM IR
@@ -123,5 +141,5 @@ def emit_grouped(b: lir.IRBuilder, linear: lir.Value, rows: lir.Value, cols: lir
     return [b.add(first, b.urem(within, height)), b.udiv(within, height)]
 
 
-__all__ = ["GROUP_ROWS", "emit_grouped", "emit_tile_of_block", "grouped", "linear_block_id", "tile_counts",
-           "tile_of_block"]
+__all__ = ["GROUP_ROWS", "emit_grouped", "emit_tile_of_block", "grouped", "linear_block_id", "persistent_blocks",
+           "persistent_tiles", "tile_counts", "tile_of_block"]

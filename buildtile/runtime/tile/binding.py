@@ -35,7 +35,7 @@ from buildtile.runtime.arrays import ArrayView, array_view
 from buildtile.runtime.contract import MAX_GRID, Dim3
 from buildtile.runtime.dtypes import ScalarRefused, describe_value, scalar_converter
 from buildtile.runtime.tile.grid import launch_grid, tile_counts
-from buildtile.runtime.tile.handles import OwnedHandle, Partition, TileTensor
+from buildtile.runtime.tile.handles import OwnedHandle, Partition, TileSchedule, TileTensor
 from buildtile.runtime.tile.signature import TileSignature
 
 
@@ -76,6 +76,7 @@ def bind(sig: TileSignature, args: tuple, stream: int) -> TileBinding:
     _refuse_overlaps(sig, views)
 
     spec = sig.specialization_for({p.name: handles[p.index].tile_shape for p in sig.outs})
+    _refuse_schedules(sig, handles)
     _check_requires(sig, env)
     grid = _grid(sig, spec, views[sig.grid_param.index])
 
@@ -208,6 +209,19 @@ def _check_requires(sig: TileSignature, env: list) -> None:
     failed = sig.check_requires(env)
     if failed >= 0:
         raise refusals.requirement_violated(sig.name, sig.requirements[failed], env)
+
+
+def _refuse_schedules(sig: TileSignature, handles: tuple) -> None:
+    """A partition asking for another tile order or a persistent launch: compiled kernels visit
+    their tiles in row order (mma kernels: grouped, by the compiler's choice) and take no runtime
+    schedule yet."""
+    for p in sig.outs:
+        schedule = handles[p.index].schedule
+        if schedule != TileSchedule():
+            raise ContractError(
+                f"launch contract violated: kernel `{sig.name}` visits its tiles in the order it was compiled "
+                f"with, but the partition of `{p.name}` asks for {schedule.describe()}",
+                help=f"partition `{p.name}` without `order`, `group` and `persistent`")
 
 
 def _grid(sig: TileSignature, spec: SpecializationRecord, view: ArrayView) -> Dim3:
