@@ -3,9 +3,10 @@
 Per Tile kernel the shim exports
 
 - one launcher per specialization, ``int bt_<specialization symbol>(cfg, <params>...)``:
-  the same checks as the Python host, then a grid of one block per tile of
-  the grid output, computed from its shape and the specialization's tile
-  shape (``cfg->grid`` must be zeros or equal to that grid);
+  the same checks as the Python host, then a grid over the tiles of the
+  grid output, computed from its shape and the specialization's tile shape
+  by the Python host's rule (runtime/tile/grid.py; ``cfg->grid`` must be
+  zeros or equal to that grid);
 - one dispatching launcher, ``int bt_<module>__<kernel>_tiled(cfg, const
   int64_t* tile_shape, <params>...)``, which calls the specialization
   compiled for ``tile_shape`` (the tile extents of every ``tile.Out``

@@ -73,9 +73,11 @@ Tile kernels (``"kind": "tile"``) have the same record, plus::
 
 A ``tile_out`` parameter crosses the kernel ABI like a tensor (pointer,
 shape, strides); its tile shape is a compile-time constant of the chosen
-specialization. The grid has one block per tile of ``grid_param``: axis
-``rank-1`` of the tile grid runs along grid x, axis ``rank-2`` along y,
-axis ``rank-3`` along z. A tile record's top-level ``symbol`` and
+specialization. The launch grid covers the tiles of ``grid_param``: axis
+``rank-1`` of the tile grid along grid x, axis ``rank-2`` along y, axis
+``rank-3`` along z while each fits CUDA's limits, else the tiles in
+row-major order along x, spilled into y and z (runtime/tile/grid.py; the
+kernel finds its tile from its linear block id). A tile record's top-level ``symbol`` and
 ``artifacts`` are those of its first specialization.
 
 ``requires`` expressions are small JSON trees, evaluated identically by the
