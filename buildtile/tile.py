@@ -50,7 +50,7 @@ def kernel(fn: Callable | None = None, *, specialize: Sequence[Mapping[str, Sequ
     return wrap(fn) if fn is not None else wrap
 
 
-def partition(array: object, tile_shape, *, order: str = "row", group: int | None = None,
+def partition(array: object, tile_shape, *, order: str | None = None, group: int | None = None,
               persistent: bool = False):
     """``tile.partition(z, [128])``: the output ``z`` cut into tiles, for a ``tile.Out`` parameter
     (``order="grouped", group=8`` and ``persistent=True`` choose how a launch visits them)."""

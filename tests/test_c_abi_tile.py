@@ -79,6 +79,11 @@ def tile_kernels() -> list[dict]:
         tile_record(MODULE, "fill3d", [("v", "tile_out", "f64", 3)], [
             dict(tiles={"v": [2, 4, 8]}, block=(8, 4, 2), ptx=add_1d_ptx(entry("fill3d", "__t2x4x8"), 8, 64)),
         ]),
+        # as kernels are compiled now: the trailing tile schedule after the declared parameters
+        tile_record(MODULE, "sched", [("x", "tensor", "f32", 2), ("z", "tile_out", "f32", 2)], [
+            dict(tiles={"z": [64, 64]}, block=256, shared_bytes=64 * 1024, schedule=True,
+                 ptx=add_1d_ptx(entry("sched", "__t64x64"), 64, 256)),
+        ]),
     ]
 
 
@@ -134,9 +139,28 @@ class TileShim:
             return fn(_ref(cfg), shape, *map(_ref, args))
         return call
 
+    def scheduled(self, kernel: str):
+        fn = getattr(self.lib, f"bt_{entry(kernel)}_scheduled")
+        fn.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(TileSchedule),
+                       *self._types(self.records[kernel])]
+        fn.restype = ctypes.c_int
+
+        def call(cfg, tile_shape, schedule, *args):
+            shape = (ctypes.c_int64 * max(len(tile_shape), 1))(*tile_shape)
+            return fn(_ref(cfg), shape, None if schedule is None else ctypes.byref(schedule), *map(_ref, args))
+        return call
+
     @property
     def last_error(self) -> str:
         return self.lib.example_kernels_last_error().decode()
+
+
+class TileSchedule(ctypes.Structure):
+    """bt_tile_schedule (buildtile/abi.h)."""
+    _fields_ = [("order", ctypes.c_int32), ("group", ctypes.c_int32), ("persistent", ctypes.c_int32)]
+
+
+COMPILED_ORDER, ROW, GROUPED = 0, 1, 2
 
 
 def _ref(x):
@@ -208,7 +232,9 @@ def test_every_specialization_and_the_dispatcher_are_exported(shim_path):
                     f"bt_{entry('double2d')}_tiled",
                     f"bt_{entry('stats', '__t8x8_8')}", f"bt_{entry('stats', '__t16x16_16')}",
                     f"bt_{entry('stats')}_tiled",
-                    f"bt_{entry('fill3d', '__t2x4x8')}", f"bt_{entry('fill3d')}_tiled"}
+                    f"bt_{entry('fill3d', '__t2x4x8')}", f"bt_{entry('fill3d')}_tiled",
+                    f"bt_{entry('sched', '__t64x64')}", f"bt_{entry('sched')}_tiled",
+                    *(f"bt_{entry(k)}_scheduled" for k in ("add", "double2d", "stats", "fill3d", "sched"))}
     assert "bt_example_kernels_ops__vecadd" in exported  # SIMT kernels beside them (hand-made records)
 
 
@@ -423,6 +449,58 @@ def test_three_dimensional_grids_agree_with_the_python_host(fake, shape):
     assert tuple(state.grid) == tile_grid(shape, (2, 4, 8))
     linearised = tile_grid(shape, (2, 4, 8)) != natural_grid(tile_counts(shape, (2, 4, 8)))
     assert linearised == (max(tile_counts(shape, (2, 4, 8))[:2]) > 65535)
+
+
+@pytest.mark.parametrize("schedule, word", [
+    (None, -1), (TileSchedule(COMPILED_ORDER, 0, 0), -1), (TileSchedule(ROW, 0, 0), 1),
+    (TileSchedule(GROUPED, 0, 0), 8), (TileSchedule(GROUPED, 3, 0), 3),
+])
+def test_the_tile_schedule_is_the_last_kernel_parameter(fake, schedule, word):
+    shim, state = fake
+    expect_params(state, shim.records["sched"])
+    state.param_count += 1
+    state.param_sizes[10] = 8
+    x, z = tensor(A, [1000, 3000]), tensor(0x7E0000000000, [1000, 3000])
+    assert shim.scheduled("sched")(tile_config(), [64, 64], schedule, x, z) == 0, shim.last_error
+    assert tuple(state.grid) == (47, 16, 1)             # one block per tile in every order
+    assert param(state, 10) == word
+    assert shim.tiled("sched")(tile_config(), [64, 64], x, z) == 0
+    assert param(state, 10) == -1
+
+
+def test_a_persistent_launch_is_one_wave_along_x(fake):
+    from buildtile.runtime.tile.grid import persistent_grid
+
+    shim, state = fake
+    x, z = tensor(A, [1000, 3000]), tensor(0x7E0000000000, [1000, 3000])
+    assert shim.scheduled("sched")(tile_config(), [64, 64], TileSchedule(GROUPED, 4, 1), x, z) == 0, shim.last_error
+    assert tuple(state.grid) == (132 * 3, 1, 1) == persistent_grid((16, 47), 132, 256, 64 * 1024)  # as in Python
+    small = tensor(0x7E0000000000, [100, 100])
+    assert shim.scheduled("sched")(tile_config(), [64, 64], TileSchedule(ROW, 0, 1), tensor(A, [100, 100]), small) == 0
+    assert tuple(state.grid) == (4, 1, 1)                # fewer tiles than a wave: one block each
+
+
+@pytest.mark.parametrize("schedule, words", [
+    (TileSchedule(7, 0, 0), "unknown tile order: `order` is 7"),
+    (TileSchedule(-1, 0, 0), "unknown tile order: `order` is -1"),
+    (TileSchedule(GROUPED, -2, 0), "`group` must be at least 1 (tile rows per band), got -2"),
+    (TileSchedule(ROW, 4, 0), "`group` is an option of the grouped order, but `order` is 1"),
+    (TileSchedule(ROW, 0, 2), "`persistent` is 1 or 0, got 2"),
+])
+def test_bad_schedules_are_bt0600_naming_the_option(shim, schedule, words):
+    x, z = tensor(A, [100, 100]), tensor(0x7E0000000000, [100, 100])
+    assert shim.scheduled("sched")(tile_config(), [64, 64], schedule, x, z) == 600
+    assert words in shim.last_error and shim.last_error.startswith("error[BT0600]")
+
+
+def test_a_schedule_is_refused_where_it_does_not_apply(shim):
+    assert shim.scheduled("add")(tile_config(), [128], TileSchedule(GROUPED, 8, 0), *vectors()) == 600
+    assert "the grouped order is an order of 2-D tile grids, but the tile shape has 1 axis" in shim.last_error
+    x, z = tensor(A, [100, 100]), tensor(0x7E0000000000, [100, 100])
+    assert shim.scheduled("double2d")(tile_config(), [16, 32], TileSchedule(ROW, 0, 0), x, z) == 600
+    assert ("kernel `example_kernels.tiles.double2d` visits its tiles in the order it was compiled with, but the "
+            "launch asks for another schedule") in shim.last_error
+    assert shim.scheduled("double2d")(tile_config(), [16, 32], TileSchedule(COMPILED_ORDER, 0, 0), x, z) == 701
 
 
 def test_the_grid_output_fixes_the_grid_and_shared_memory_past_48k_is_opted_into(fake):

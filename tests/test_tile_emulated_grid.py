@@ -77,3 +77,43 @@ def test_a_one_dimensional_grid_keeps_x():
     z = np.full(5000, np.nan, np.float32)
     emulated("tiles", "add", ((1024,),))(x, y, z, grid=launch_grid(counts))
     np.testing.assert_array_equal(z, x + y)
+
+
+# ---------------------------------------------------------------- tile orders and persistent launches
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 7, 14])
+@pytest.mark.parametrize("schedule", [-1, 1, 2, 3])
+def test_scale_bias_in_every_order_and_persistent_grid(blocks, schedule):
+    shape = (300, 500)                                  # 5 x 8 tiles of (64, 64): more tiles than blocks
+    x = rng(1).standard_normal(shape).astype(np.float32)
+    scale, bias = rng(2).standard_normal((2, 500)).astype(np.float32)
+    z = np.full(shape, np.nan, np.float32)
+    emulated("tiles", "scale_bias", ((64, 64),))(x, scale, bias, z, grid=(blocks, 1, 1), schedule=schedule)
+    np.testing.assert_allclose(z, x * scale + bias, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("schedule", [-1, 1, 3])
+def test_a_persistent_grouped_matmul_matches_numpy(schedule):
+    m, n, k = 200, 130, 48                               # 4 x 3 tiles of (64, 64), five blocks loop over them
+    a = rng(9).standard_normal((m, k)).astype(np.float16)
+    b = rng(10).standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float16)
+    emulated("tiles", "matmul_f16", ((64, 64),))(a, b, c, grid=(5, 1, 1), schedule=schedule)
+    np.testing.assert_allclose(c.astype(np.float32), a.astype(np.float64) @ b, rtol=2e-3, atol=2e-3 * math.sqrt(k))
+
+
+def test_persistent_softmax_reuses_shared_memory_across_tiles():
+    shape = (37, 3000)                                    # rows wider than a tile: cross-warp reductions
+    x = (rng(3).standard_normal(shape) * 4).astype(np.float32)
+    z = np.full(shape, np.nan, np.float32)
+    emulated("tiles", "softmax", ((1, 1024),))(x, z, grid=(4, 1, 1))
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(z, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_a_persistent_one_dimensional_launch():
+    x, y = rng(5000).standard_normal((2, 10_000)).astype(np.float32)
+    z = np.full(10_000, np.nan, np.float32)
+    emulated("tiles", "add", ((1024,),))(x, y, z, grid=(3, 1, 1))
+    np.testing.assert_array_equal(z, x + y)

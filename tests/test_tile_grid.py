@@ -111,6 +111,12 @@ GRID_KERNELS = {
                  specializations=[dict(tiles={"z": [1, 256]}, block=256), dict(tiles={"z": [1, 1]}, block=32)]),
     "cube": dict(params=[("v", "tile_out", "f32", 3)], specializations=[dict(tiles={"v": [1, 1, 8]}, block=32)]),
     "vec": dict(params=[("z", "tile_out", "f32", 1)], specializations=[dict(tiles={"z": [128]}, block=128)]),
+    # as kernels are compiled now: the trailing tile schedule after the declared parameters
+    "mm": dict(params=[("a", "tensor", "f32", 2), ("c", "tile_out", "f32", 2), ("s", "tile_out", "f32", 1)],
+               specializations=[dict(tiles={"c": [128, 256], "s": [128]}, block=256, shared_bytes=64 * 1024,
+                                     schedule=True)]),
+    "fill": dict(params=[("z", "tile_out", "f32", 1), ("v", "scalar", "f32")],
+                 specializations=[dict(tiles={"z": [1024]}, block=128, schedule=True)]),
 }
 
 
@@ -178,7 +184,9 @@ def test_a_partition_records_its_order(fake_gpu):
     assert (p.schedule.order, p.schedule.group, p.schedule.persistent) == ("grouped", 4, False)
     assert partition(fake_gpu.array((300, 500)), [128, 256], order="grouped").schedule.group == 8
     q = partition(fake_gpu.array(1000), [128], persistent=True)
-    assert (q.schedule.order, q.schedule.group, q.schedule.persistent) == ("row", 0, True)
+    assert (q.schedule.order, q.schedule.group, q.schedule.persistent) == (None, 0, True)
+    assert [p.schedule.word, q.schedule.word] == [4, -1]
+    assert partition(fake_gpu.array((300, 500)), [128, 256], order="row").schedule.word == 1
     assert "order='grouped', group=4" in repr(p)
 
 
@@ -189,7 +197,8 @@ def test_a_partition_records_its_order(fake_gpu):
     (dict(order="grouped", group=-2), "`group` must be at least 1 (tile rows per band), got -2"),
     (dict(order="grouped", group=2.5), "`group` is a number of tile rows, an int, got"),
     (dict(order="grouped", group=True), "`group` is a number of tile rows, an int, got"),
-    (dict(group=4), "`group` is an option of the grouped order, but `order` is 'row'"),
+    (dict(order="row", group=4), "`group` is an option of the grouped order, but `order` is 'row'"),
+    (dict(group=4), "`group` is an option of the grouped order, but `order` is None"),
     (dict(persistent="yes"), "`persistent` is True or False, got"),
 ])
 def test_bad_partition_options_are_bt0600_naming_the_option(fake_gpu, options, words):
@@ -212,5 +221,42 @@ def test_a_launch_refuses_a_schedule_its_kernel_does_not_take(grids, fake_gpu):
     with pytest.raises(ContractError) as info:
         grids.rows(fake_gpu.array((40, 256)), partition(fake_gpu.array((40, 256)), [1, 256], order="grouped"))
     assert ("kernel `rows` visits its tiles in the order it was compiled with, but the partition of `z` asks "
-            "for order='grouped', group=8") in str(info.value)
+            "for order='grouped', group=8") in str(info.value)   # built before kernels took a schedule
     assert fake_gpu.launches == []
+
+
+def test_the_schedule_is_the_last_kernel_parameter(grids, fake_gpu):
+    a, c, s = fake_gpu.array((1000, 3000)), fake_gpu.array((1000, 3000)), fake_gpu.array(1000)
+    for options, word in [({}, -1), (dict(order="row"), 1), (dict(order="grouped"), 8),
+                          (dict(order="grouped", group=3), 3)]:
+        grids.mm(a, partition(c, [128, 256], **options), partition(s, [128])).sync_on(0)
+        record = fake_gpu.launches[-1]
+        assert record.grid == (12, 8, 1)                         # one block per tile in every order
+        layout = grids.mm.signature.layout
+        assert len(layout.offsets) == 5 + 5 + 3 + 1 and len(record.params) == layout.size
+        assert struct.unpack_from("<q", record.params, layout.offsets[-1]) == (word,)
+
+
+def test_a_persistent_launch_is_one_wave_along_x(grids, fake_gpu):
+    a, c, s = fake_gpu.array((1000, 3000)), fake_gpu.array((1000, 3000)), fake_gpu.array(1000)
+    pending = grids.mm(a, partition(c, [128, 256], order="grouped", persistent=True), partition(s, [128]))
+    assert pending.grid == (96, 1, 1)                 # 8 x 12 tiles: fewer than 132 SMs x 3 blocks of 64 KiB
+    pending.sync_on(0)
+    pending = grids.fill(partition(fake_gpu.array(10_000_000), [1024], persistent=True), 1.5)
+    assert pending.grid == (132 * 16, 1, 1)           # 9766 tiles: 132 SMs x 16 blocks of 128 threads
+    pending.cancel()
+    fake_gpu.multiprocessors = 8
+    pending = grids.fill(partition(fake_gpu.array(10_000_000), [1024], persistent=True), 1.5)
+    assert pending.grid == (8 * 16, 1, 1)
+    pending.cancel()
+    pending = grids.fill(partition(fake_gpu.array(0), [1024], persistent=True), 1.5)
+    assert pending.grid == (0, 1, 1)                  # nothing to launch
+    pending.cancel()
+
+
+def test_only_the_grid_output_chooses_the_order(grids, fake_gpu):
+    a, c, s = fake_gpu.array((1000, 3000)), fake_gpu.array((1000, 3000)), fake_gpu.array(1000)
+    with pytest.raises(ContractError) as info:
+        grids.mm(a, partition(c, [128, 256]), partition(s, [128], persistent=True))
+    assert ("kernel `mm` visits the tiles of `c`, so the partition of `s` cannot choose their order "
+            "(persistent=True)") in str(info.value)

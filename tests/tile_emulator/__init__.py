@@ -233,6 +233,7 @@ class Emulated:
                 arg_types.append(str(mem_type(SCALARS[p["dtype"]])))
             else:
                 arg_types += [str(GLOBAL_PTR).replace(" addrspace(1)", "")] + ["i64"] * (2 * p["rank"])
+        arg_types.append("i64")   # the trailing tile schedule (interop.abi.TILE_SCHEDULE)
         self.arg_types = arg_types
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
@@ -250,9 +251,10 @@ class Emulated:
         self.library = builder.link(self.jit, f"tile_{specialization.symbol}")
         self.entry = self.library["emu_entry"]
 
-    def __call__(self, *args, grid: tuple[int, int, int] | None = None) -> None:
+    def __call__(self, *args, grid: tuple[int, int, int] | None = None, schedule: int = -1) -> None:
         """Launch over the tiles of the grid parameter; arrays are written in place. ``grid``
-        (default: one block per tile, the last axis along x) is any launch grid the host may use."""
+        (default: one block per tile, the last axis along x) is any launch grid the host may use;
+        ``schedule`` the tile schedule (-1: the compiler's order; 1: rows; G > 1: bands of G rows)."""
         slots = []
         grid_shape = None
         for p, value in zip(self.params, args):
@@ -267,6 +269,7 @@ class Emulated:
             if p["kind"] == "tile_out" and grid_shape is None:
                 tile_shape = self.spec.tile_shapes[p["name"]]
                 grid_shape = [-(-n // t) for n, t in zip(arr.shape, tile_shape)]
+        slots.append(schedule)
         buf = (ctypes.c_uint64 * max(1, len(slots)))(*[s & (2**64 - 1) for s in slots])
         dims = list(grid) if grid is not None else list(reversed(grid_shape)) + [1] * (3 - len(grid_shape))
         flags = {name: ctypes.c_int.in_dll(self.runtime, name) for name in _FLAGS}

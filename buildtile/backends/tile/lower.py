@@ -3,11 +3,13 @@
 One block of ``plan.threads`` threads runs the body for one tile. Scalars
 are ordinary registers, the same in every thread; a tile is a list of
 registers per thread, in the layout the plan gave its node. Parameters
-follow kernel ABI v1 (a ``tile.Out`` is passed like a tensor). The block's
-tile comes from its linear block id and the grid output's tile counts
-(schedule.py), for the last axes of the outputs' partition; mma kernels
-visit 2-D tiles in groups of rows (a bijection of the grid, so each block
-still owns exactly one tile) for L2 reuse.
+follow kernel ABI v1 (a ``tile.Out`` is passed like a tensor), then the
+trailing tile schedule. The body runs in a loop over the block's tiles:
+linear tile ids from its linear block id in steps of the grid's block count
+(one tile per block unless the launch is persistent), each decoded into the
+outputs' tile ids, in row order or in bands of rows (schedule.py; mma
+kernels take bands of 8 by default, for L2 reuse). Every order is a
+bijection, so each tile is still computed by exactly one block.
 
 Shared memory is one dynamically sized ``extern .shared`` array: the
 software pipelines' stage buffers first, then the scratch area that layout
@@ -29,6 +31,7 @@ from buildtile.backends.common.llvm import (
     I32,
     I64,
     SHARED_PTR,
+    barrier,
     compare,
     const_of,
     convert,
@@ -48,12 +51,21 @@ from buildtile.backends.tile.exchange import TileVal
 from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.plan import Plan
 from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, value_type
+from buildtile.interop.abi import TILE_SCHEDULE
 
 SMEM = "__buildtile_tile_smem"
 
 #: math functions LLVM has an intrinsic for; the others call libdevice (``__nv_<name>f``)
 _LLVM_MATH = {"sqrt": "llvm.sqrt", "abs": "llvm.fabs", "floor": "llvm.floor", "ceil": "llvm.ceil",
               "maximum": "llvm.maxnum", "minimum": "llvm.minnum"}
+
+
+@dataclass
+class _TileLoop:
+    head: lir.Block        # where the next tile id is tested
+    linear: lir.Value      # the current linear tile id (a phi at the head)
+    stride: lir.Value      # the grid's block count
+    total: lir.Value       # the tiles of the grid output
 
 
 @dataclass
@@ -85,20 +97,19 @@ class _Emitter:
         self._thread_parts: dict = {}
         self.helpers: dict = {}                    # cold device functions, by what they do
         self._tile_ids: dict[tuple[str, int], lir.Value] = {}
-        self._grid_coords: list[lir.Value] | None = None       # (z, y, x) of this block's tile
-        self._grouped_coords: list[lir.Value] | None = None    # (row, col) in grouped order
 
     # ------------------------------------------------------------ structure
     def run(self) -> LoweredKernel:
-        entry = kernel_entry(self.module, self.symbol, self.params, reqntid=(self.plan.threads, 1, 1),
-                             min_blocks=self.plan.min_blocks)
+        entry = kernel_entry(self.module, self.symbol, self.params, trailing=[TILE_SCHEDULE],
+                             reqntid=(self.plan.threads, 1, 1), min_blocks=self.plan.min_blocks)
         self._enter(entry)
         self.scalars, self.arrays = entry.scalars, entry.arrays
         self.smem_global = lir.GlobalVariable(self.module, lir.ArrayType(I8, 0), SMEM, addrspace=3)
         self.smem_global.align = 16
         self._enter_function_entry()
-        self._enter_tile()
+        loop = self._enter_tiles(entry.trailing[TILE_SCHEDULE.name])
         self.stmts(self.kernel.body)
+        self._next_tile(loop)
         if not self.b.block.is_terminated:
             self.b.ret_void()
         shared = self.scratch_base + self.scratch_bytes if self.scratch_bytes else self.plan.pipeline_bytes
@@ -292,43 +303,54 @@ class _Emitter:
         return self.math(e.name, value_type(e.ty), [self.scalar(a) for a in e.args])
 
     # ------------------------------------------------------------ grid
-    def _enter_tile(self) -> None:
-        """At the top of the body: this block's tile coordinates from its linear block id, and a
-        return for a block past the last tile (the mapping is schedule.py's)."""
+    def _enter_tiles(self, schedule_word: lir.Value) -> _TileLoop | None:
+        """Open the loop over this block's tiles (schedule.py): linear tile ids from the linear
+        block id in steps of the grid's block count, each decoded into this block's tile ids."""
         grid_param = next(iter(self.kernel.tile_shapes), None)
-        if grid_param is None or len(self.kernel.tile_shapes[grid_param]) < 2:
-            return      # one axis runs along grid x itself (tile_id reads ctaid.x)
+        if grid_param is None:
+            return None
         b = self.b
         counts = schedule.tile_counts(b, self.arrays[grid_param].shape, self.kernel.tile_shapes[grid_param])
-        group = schedule.GROUP_ROWS if self.plan.grouped_grid and len(counts) == 2 else 0
-        linear = schedule.linear_block_id(b)
-        in_range, ids = schedule.emit_tile_of_block(b, linear, counts)
-        rest, done = (self.fn.append_basic_block(f"tile.{n}") for n in ("body", "none"))
-        b.cbranch(in_range, rest, done)
+        default = schedule.GROUP_ROWS if self.plan.grouped_grid and len(counts) == 2 else 1
+        start, stride = schedule.linear_block_id(b), schedule.block_count(b)
+        total = schedule.tile_total(b, counts)
+        pre = b.block
+        head, body, done = (self.fn.append_basic_block(f"tiles.{n}") for n in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        linear = b.phi(I64, name="tile")
+        linear.add_incoming(start, pre)
+        b.cbranch(b.icmp_unsigned("<", linear, total), body, done)
         b.position_at_end(done)
         b.ret_void()
-        b.position_at_end(rest)
-        coords = [I64(0)] * (3 - len(ids)) + ids[-3:]     # (z, y, x): a lower-rank output takes the last
-        self._grid_coords = coords
-        if group:
-            self._grouped_coords = schedule.emit_grouped(b, linear, counts[0], counts[1], group)
+        b.position_at_end(body)
+        group = schedule.emit_group(b, schedule_word, default) if len(counts) == 2 else None
+        ids = schedule.emit_tile_of_block(b, linear, counts, group)
+        for param, shape in self.kernel.tile_shapes.items():   # a lower-rank output takes the last axes
+            padded = [I64(0)] * max(0, len(shape) - len(ids)) + ids[max(0, len(ids) - len(shape)):]
+            for axis, value in enumerate(padded):
+                self._tile_ids[(param, axis)] = value
+        return _TileLoop(head, linear, stride, total)
+
+    def _next_tile(self, loop: _TileLoop | None) -> None:
+        """Close the loop: on to the block's next tile, after a barrier, so that its shared memory
+        is not rewritten while a thread still reads this tile's (a block with one tile skips it)."""
+        if loop is None or self.b.block.is_terminated:
+            return
+        b = self.b
+        after = b.add(loop.linear, loop.stride)
+        again, done = (self.fn.append_basic_block(f"tiles.{n}") for n in ("next", "last"))
+        b.cbranch(b.icmp_unsigned("<", after, loop.total), again, done)
+        b.position_at_end(done)
+        b.ret_void()
+        b.position_at_end(again)
+        barrier(b)
+        loop.linear.add_incoming(after, b.block)
+        b.branch(loop.head)
 
     def tile_id(self, param: str, axis: int) -> lir.Value:
-        """This block's tile index along ``axis`` of ``param``'s partition (computed once)."""
-        key = (param, axis)
-        if key not in self._tile_ids:
-            rank = len(self.kernel.tile_shapes[param])
-            if self._grid_coords is None:     # a 1-D grid: x is the tile
-                b = self.alloca_builder
-                dims = "xyz"[:rank][::-1]
-                ids = [b.zext(sreg(b, f"ctaid.{d}"), I64) for d in dims]
-            elif self._grouped_coords is not None and rank == 2:
-                ids = self._grouped_coords
-            else:
-                ids = self._grid_coords[3 - rank:]
-            for a, value in enumerate(ids):
-                self._tile_ids[(param, a)] = value
-        return self._tile_ids[key]
+        """This block's tile index along ``axis`` of ``param``'s partition, in the current tile."""
+        return self._tile_ids[(param, axis)]
 
     # ------------------------------------------------------------ tiles
     def tile_in(self, e: ir.Expr, layout: Layout) -> TileVal:

@@ -2,24 +2,26 @@
 
 The host launches a grid over the tiles of the grid output (its rule is
 :func:`buildtile.runtime.tile.grid.launch_grid`, and the C host's copy of
-it). Inside the kernel every block recovers its tile from
+it). Inside the kernel every block works from
 
 * its **linear block id** ``L = ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)``
-  (64-bit), and
+  and the grid's **block count** ``P = nctaid.x * nctaid.y * nctaid.z`` (64-bit),
 * the **tile counts** ``n[d] = ceil(extent[d] / tile[d])``, from the grid
   output's extents (kernel parameters) and its compile-time tile shape,
+  and their product ``N``, the linear tile ids ``0 .. N-1``,
 
-by :func:`tile_of_block`: ``L`` enumerates the tiles in row-major order (the
-last axis fastest). A block with ``L >= n[0] * ... * n[r-1]`` has no tile and
-returns at once: a grid that spills past grid x may hold a few such blocks.
+and runs the body for the linear tile ids ``L, L + P, L + 2P, ...`` below
+``N``, each decoded by :func:`tile_of_block` (row-major: the last axis
+fastest). A block whose ``L`` is ``N`` or more returns at once: a grid that
+spills past grid x may hold a few such blocks.
 
-This covers both grids the host launches. The natural one (axis ``r-1``
+This covers every grid the host launches. The natural one (axis ``r-1``
 along x, ``r-2`` along y, ``r-3`` along z, when each fits CUDA's limits)
 gives ``L = t[r-1] + n[r-1] * (t[r-2] + n[r-2] * t[r-3])``, which the
-row-major decomposition maps back to ``(t[r-3], t[r-2], t[r-1])``. The
-linearised one (``x = min(total, 2^31 - 1)``, the rest spilled into y and z)
-gives each ``L`` below the total exactly once. A rank-1 output keeps
-``ctaid.x`` itself: grid x reaches 2^31 - 1 tiles.
+row-major decomposition maps back to ``(t[r-3], t[r-2], t[r-1])``, one tile
+per block. The linearised one (``x = min(N, 2^31 - 1)``, the rest spilled
+into y and z) gives each ``L`` below ``N`` exactly once, also one tile per
+block. A persistent one has ``P < N`` (below).
 
 **Grouped order** (:func:`grouped`, mma kernels: Triton's ``GROUP_SIZE_M``
 swizzle) then renumbers a 2-D grid so that consecutive blocks walk a band of
@@ -39,8 +41,13 @@ block, so each tile is taken exactly once, by block ``t mod P`` in its
 iteration ``t // P``. Composed with either order above it is still a
 bijection (a composition of bijections).
 
-The LLVM emitters (:func:`linear_block_id`, :func:`tile_counts`,
-:func:`emit_tile_of_block`) generate exactly what the Python models
+The order reaches the kernel as its trailing ``tile_schedule`` parameter
+(interop.abi: the rows per band; 1 is row order, and grouped with one row
+per band *is* row order; negative keeps the compiler's choice), a runtime
+value rather than a specialization per order.
+
+The LLVM emitters (:func:`linear_block_id`, :func:`block_count`,
+:func:`tile_counts`, :func:`emit_tile_of_block`) generate exactly what the Python models
 (:func:`tile_of_block`, :func:`grouped`) compute; tests enumerate the models
 and run the emitted code on the CPU emulator.
 """
@@ -60,14 +67,14 @@ GROUP_ROWS = 8
 # ----------------------------------------------------------------------------- the mapping, as integers
 
 def tile_of_block(linear: int, counts: Sequence[int], group: int = 0) -> tuple[int, ...] | None:
-    """The tile (one index per axis) that the block of linear id ``linear`` computes, or None for
-    a block past the last tile. ``group`` > 0 applies :func:`grouped` to a 2-D grid."""
+    """The tile (one index per axis) that linear tile id ``linear`` stands for, or None past the
+    last tile. ``group`` > 1 applies :func:`grouped` to a 2-D grid (1 is the same as row order)."""
     total = 1
     for n in counts:
         total *= n
     if not 0 <= linear < total:
         return None
-    if group > 0 and len(counts) == 2:
+    if group > 1 and len(counts) == 2:
         return grouped(linear, counts[0], counts[1], group)
     ids = []
     for n in reversed(counts):
@@ -99,10 +106,13 @@ def persistent_tiles(block: int, blocks: int, total: int) -> range:
 
 def linear_block_id(b: lir.IRBuilder) -> lir.Value:
     """``ctaid.x + nctaid.x * (ctaid.y + nctaid.y * ctaid.z)`` as an i64."""
-    def reg(name: str) -> lir.Value:
-        return b.zext(sreg(b, name), I64)
-    rows = b.add(reg("ctaid.y"), b.mul(reg("nctaid.y"), reg("ctaid.z")))
-    return b.add(reg("ctaid.x"), b.mul(reg("nctaid.x"), rows))
+    rows = b.add(_reg(b, "ctaid.y"), b.mul(_reg(b, "nctaid.y"), _reg(b, "ctaid.z")))
+    return b.add(_reg(b, "ctaid.x"), b.mul(_reg(b, "nctaid.x"), rows))
+
+
+def block_count(b: lir.IRBuilder) -> lir.Value:
+    """The grid's blocks, ``nctaid.x * nctaid.y * nctaid.z`` (i64): the step between a block's tiles."""
+    return b.mul(b.mul(_reg(b, "nctaid.x"), _reg(b, "nctaid.y")), _reg(b, "nctaid.z"))
 
 
 def tile_counts(b: lir.IRBuilder, extents: Sequence[lir.Value], tile_shape: Sequence[int]) -> list[lir.Value]:
@@ -110,36 +120,51 @@ def tile_counts(b: lir.IRBuilder, extents: Sequence[lir.Value], tile_shape: Sequ
     return [b.udiv(b.add(n, I64(t - 1)), I64(t)) for n, t in zip(extents, tile_shape)]
 
 
-def emit_tile_of_block(b: lir.IRBuilder, linear: lir.Value, counts: Sequence[lir.Value],
-                       group: int = 0) -> tuple[lir.Value, list[lir.Value]]:
-    """(``linear`` < the number of tiles, the tile's index per axis): :func:`tile_of_block` in IR."""
-    total = counts[0]
+def tile_total(b: lir.IRBuilder, counts: Sequence[lir.Value]) -> lir.Value:
+    """The number of tiles: the product of the counts (1 for a rank-0 output)."""
+    total = I64(1) if not counts else counts[0]
     for n in counts[1:]:
         total = b.mul(total, n)
-    in_range = b.icmp_unsigned("<", linear, total)
-    if group > 0 and len(counts) == 2:
-        return in_range, emit_grouped(b, linear, counts[0], counts[1], group)
+    return total
+
+
+def emit_group(b: lir.IRBuilder, schedule_word: lir.Value, compiled: int) -> lir.Value:
+    """Rows of tiles per band from the trailing ``tile_schedule`` parameter (interop.abi): the
+    word itself when positive, else ``compiled`` (the order the compiler chose; 1 is row order)."""
+    return b.select(b.icmp_signed(">", schedule_word, I64(0)), schedule_word, I64(compiled))
+
+
+def emit_tile_of_block(b: lir.IRBuilder, linear: lir.Value, counts: Sequence[lir.Value],
+                       group: lir.Value | None = None) -> list[lir.Value]:
+    """:func:`tile_of_block` in IR, for ``linear`` below the number of tiles: the tile's index per
+    axis. ``group`` (rows per band, at least 1) applies :func:`grouped` to a 2-D grid."""
+    if group is not None and len(counts) == 2:
+        return emit_grouped(b, linear, counts[0], counts[1], group)
     ids = []
     rest = linear
     for k, n in enumerate(reversed(counts)):
         if k == len(counts) - 1:
-            ids.append(rest)     # the first axis takes what is left (below its count when in range)
+            ids.append(rest)     # the first axis takes what is left (below its count)
         else:
             ids.append(b.urem(rest, n))
             rest = b.udiv(rest, n)
-    return in_range, ids[::-1]
+    return ids[::-1]
 
 
 def emit_grouped(b: lir.IRBuilder, linear: lir.Value, rows: lir.Value, cols: lir.Value,
-                 group: int = GROUP_ROWS) -> list[lir.Value]:
-    """:func:`grouped` in IR: [row, col] of block ``linear``."""
-    per_band = b.mul(cols, I64(group))
-    first = b.mul(b.udiv(linear, per_band), I64(group))
+                 group: lir.Value) -> list[lir.Value]:
+    """:func:`grouped` in IR: [row, col] of block ``linear`` (``group`` >= 1; 1 is row order)."""
+    per_band = b.mul(cols, group)
+    first = b.mul(b.udiv(linear, per_band), group)
     left = b.sub(rows, first)
-    height = b.select(b.icmp_unsigned("<", left, I64(group)), left, I64(group))
+    height = b.select(b.icmp_unsigned("<", left, group), left, group)
     within = b.urem(linear, per_band)
     return [b.add(first, b.urem(within, height)), b.udiv(within, height)]
 
 
-__all__ = ["GROUP_ROWS", "emit_grouped", "emit_tile_of_block", "grouped", "linear_block_id", "persistent_blocks",
-           "persistent_tiles", "tile_counts", "tile_of_block"]
+def _reg(b: lir.IRBuilder, name: str) -> lir.Value:
+    return b.zext(sreg(b, name), I64)
+
+
+__all__ = ["GROUP_ROWS", "block_count", "emit_group", "emit_grouped", "emit_tile_of_block", "grouped",
+           "linear_block_id", "persistent_blocks", "persistent_tiles", "tile_counts", "tile_of_block", "tile_total"]

@@ -3,7 +3,7 @@
  * owned by the launch (no tensor twice), the grid covers the tiles of the
  * grid output (computed here, not taken from the caller), and the
  * dispatching launcher's refusal of a tile shape nobody compiled. Nothing
- * here touches the driver.
+ * here touches the driver but a persistent launch, which asks for the SMs.
  */
 #include "bt_runtime.h"
 
@@ -96,9 +96,67 @@ static int bt_tile_launch_grid(const uint64_t* counts, int rank, uint64_t* grid)
     return grid[2] <= bt_max_grid[2];
 }
 
-int bt_tile_grid(const bt_kernel* k, const bt_tile* tile, const bt_launch_config* cfg, const bt_arg* args,
-                 bt_launch_config* launch, int* empty)
+/* Threads and blocks one SM holds, and the shared memory a block may use there (grid.py's figures). */
+enum { BT_SM_THREADS = 2048, BT_SM_BLOCKS = 32, BT_SM_SHARED_BYTES = 227 * 1024 };
+
+/* The persistent grid along x: min(tiles, SMs x blocks per SM), as grid.persistent_grid. */
+static uint64_t bt_tile_persistent_x(const bt_kernel* k, uint64_t total, int sms)
 {
+    const uint64_t threads = (uint64_t)k->block[0] * k->block[1] * k->block[2];
+    uint64_t fit = BT_SM_THREADS / (threads ? threads : 1);
+    if (fit > BT_SM_BLOCKS)
+        fit = BT_SM_BLOCKS;
+    if (k->dynamic_shared && fit > BT_SM_SHARED_BYTES / k->dynamic_shared)
+        fit = BT_SM_SHARED_BYTES / k->dynamic_shared;
+    if (fit < 1)
+        fit = 1;
+    uint64_t wave = (uint64_t)(sms > 0 ? sms : 1) * fit;
+    if (wave > bt_max_grid[0])
+        wave = bt_max_grid[0];
+    return total < wave ? total : wave;
+}
+
+/* The kernel's trailing tile schedule for `s` (abi.TILE_SCHEDULE): -1 the compiler's order, 1 rows,
+ * G > 1 bands of G rows; a bad option is BT0600 naming it, as tile.partition words it. */
+static int bt_tile_schedule_word(const bt_kernel* k, const bt_tile* tile, const bt_tile_schedule* s, int64_t* word)
+{
+    static const char* const orders = "pass BT_TILE_ORDER_COMPILED, BT_TILE_ORDER_ROW or BT_TILE_ORDER_GROUPED";
+    *word = -1;
+    if (s == NULL)
+        return BT_OK;
+    if (s->order < BT_TILE_ORDER_COMPILED || s->order > BT_TILE_ORDER_GROUPED)
+        return bt_fail(BT_ERR_CONTRACT, orders, "unknown tile order: `order` is %d", (int)s->order);
+    if (s->order != BT_TILE_ORDER_GROUPED && s->group != 0)
+        return bt_fail(BT_ERR_CONTRACT, "pass order = BT_TILE_ORDER_GROUPED with a group, or group = 0",
+                       "`group` is an option of the grouped order, but `order` is %d", (int)s->order);
+    if (s->group < 0)
+        return bt_fail(BT_ERR_CONTRACT, "pass a positive int, such as 8 (0: 8)",
+                       "`group` must be at least 1 (tile rows per band), got %d", (int)s->group);
+    if (s->order == BT_TILE_ORDER_GROUPED && tile->rank != 2)
+        return bt_fail(BT_ERR_CONTRACT, "pass order = BT_TILE_ORDER_ROW or BT_TILE_ORDER_COMPILED for this partition",
+                       "the grouped order is an order of 2-D tile grids, but the tile shape has %d ax%s",
+                       tile->rank, tile->rank == 1 ? "is" : "es");
+    if (s->persistent != 0 && s->persistent != 1)
+        return bt_fail(BT_ERR_CONTRACT, NULL, "`persistent` is 1 or 0, got %d", (int)s->persistent);
+    const int chosen = s->order != BT_TILE_ORDER_COMPILED || s->persistent;
+    if (chosen && !tile->takes_schedule)
+        return bt_fail(BT_ERR_CONTRACT, "rebuild the kernel's package with this buildtile, or launch it without "
+                       "a schedule", "launch contract violated: kernel `%s` visits its tiles in the order it was "
+                       "compiled with, but the launch asks for another schedule", k->name);
+    if (s->order == BT_TILE_ORDER_ROW)
+        *word = 1;
+    else if (s->order == BT_TILE_ORDER_GROUPED)
+        *word = s->group ? s->group : 8;
+    return BT_OK;
+}
+
+int bt_tile_grid(const bt_kernel* k, const bt_tile* tile, const bt_launch_config* cfg,
+                 const bt_tile_schedule* schedule, const bt_arg* args, bt_launch_config* launch, int* empty,
+                 int64_t* word)
+{
+    int status = bt_tile_schedule_word(k, tile, schedule, word);
+    if (status != BT_OK)
+        return status;
     const bt_arg* out = &args[tile->grid_buffer];
     const char* name = k->buffers[tile->grid_buffer].name;
     uint64_t tiles[3] = {1, 1, 1}; /* per axis of the grid output */
@@ -128,6 +186,14 @@ int bt_tile_grid(const bt_kernel* k, const bt_tile* tile, const bt_launch_config
                        "but CUDA runs at most %llu x %llu x %llu blocks", k->name, need, name, shape, extents,
                        (unsigned long long)bt_max_grid[0], (unsigned long long)bt_max_grid[1],
                        (unsigned long long)bt_max_grid[2]);
+    }
+    if (schedule != NULL && schedule->persistent && !*empty) {
+        int sms = 0;
+        status = bt_multiprocessors(k, args, &sms);
+        if (status != BT_OK)
+            return status;
+        counts[0] = bt_tile_persistent_x(k, tiles[0] * tiles[1] * tiles[2], sms);
+        counts[1] = counts[2] = 1;
     }
     const uint32_t* g = cfg->grid;
     const int given = g[0] != 0 || g[1] != 0 || g[2] != 0;

@@ -34,7 +34,7 @@ from buildtile.runtime import refusals
 from buildtile.runtime.arrays import ArrayView, array_view
 from buildtile.runtime.contract import MAX_GRID, Dim3
 from buildtile.runtime.dtypes import ScalarRefused, describe_value, scalar_converter
-from buildtile.runtime.tile.grid import launch_grid, tile_counts
+from buildtile.runtime.tile.grid import launch_grid, persistent_grid, tile_counts
 from buildtile.runtime.tile.handles import OwnedHandle, Partition, TileSchedule, TileTensor
 from buildtile.runtime.tile.signature import TileSignature
 
@@ -51,6 +51,16 @@ class TileBinding:
     views: tuple                      # per parameter: its ArrayView (keeps DLPack capsules alive), or None
     device: int | None                # set by settle_device; None while unknown
     stream: int                       # the stream DLPack producers were asked to make data ready on
+    persistent: bool = False          # the grid is one wave of blocks (set_persistent_grid)
+
+
+def set_persistent_grid(sig: TileSignature, binding: TileBinding, sms: int) -> None:
+    """A persistent launch's grid, once the device's SM count is known (grid.persistent_grid)."""
+    if not binding.persistent or 0 in binding.grid:
+        return
+    spec = binding.specialization
+    counts = tile_counts(tuple(binding.views[sig.grid_param.index].shape), spec.tile_shape_of(sig.grid_param.name))
+    binding.grid = persistent_grid(counts, sms, spec.block[0] * spec.block[1] * spec.block[2], spec.shared_bytes)
 
 
 def bind(sig: TileSignature, args: tuple, stream: int) -> TileBinding:
@@ -76,7 +86,7 @@ def bind(sig: TileSignature, args: tuple, stream: int) -> TileBinding:
     _refuse_overlaps(sig, views)
 
     spec = sig.specialization_for({p.name: handles[p.index].tile_shape for p in sig.outs})
-    _refuse_schedules(sig, handles)
+    schedule = _schedule(sig, handles)
     _check_requires(sig, env)
     grid = _grid(sig, spec, views[sig.grid_param.index])
 
@@ -88,8 +98,11 @@ def bind(sig: TileSignature, args: tuple, stream: int) -> TileBinding:
             values += value.strides
         else:
             values.append(value)
+    if sig.takes_schedule:
+        values.append(schedule.word)
     returned = tuple(objects[k] if p.is_array else args[k] for k, p in enumerate(sig.params))
-    return TileBinding(spec, grid, tuple(values), returned, handles, tuple(views), None, stream)
+    return TileBinding(spec, grid, tuple(values), returned, handles, tuple(views), None, stream,
+                       schedule.persistent)
 
 
 def settle_device(sig: TileSignature, binding: TileBinding,
@@ -211,17 +224,25 @@ def _check_requires(sig: TileSignature, env: list) -> None:
         raise refusals.requirement_violated(sig.name, sig.requirements[failed], env)
 
 
-def _refuse_schedules(sig: TileSignature, handles: tuple) -> None:
-    """A partition asking for another tile order or a persistent launch: compiled kernels visit
-    their tiles in row order (mma kernels: grouped, by the compiler's choice) and take no runtime
-    schedule yet."""
+def _schedule(sig: TileSignature, handles: tuple) -> TileSchedule:
+    """The grid output's tile schedule. Another output's partition cannot choose one (the grid
+    output's tiles fix the order), nor can a kernel built before kernels took one."""
     for p in sig.outs:
         schedule = handles[p.index].schedule
-        if schedule != TileSchedule():
+        if schedule == TileSchedule():
+            continue
+        if p is not sig.grid_param:
+            raise ContractError(
+                f"launch contract violated: kernel `{sig.name}` visits the tiles of `{sig.grid_param.name}`, so "
+                f"the partition of `{p.name}` cannot choose their order ({schedule.describe()})",
+                help=f"give `order` and `persistent` to the partition of `{sig.grid_param.name}`")
+        if not sig.takes_schedule:
             raise ContractError(
                 f"launch contract violated: kernel `{sig.name}` visits its tiles in the order it was compiled "
                 f"with, but the partition of `{p.name}` asks for {schedule.describe()}",
-                help=f"partition `{p.name}` without `order`, `group` and `persistent`")
+                help=f"rebuild the kernel's package with this buildtile, or partition `{p.name}` without "
+                     "`order`, `group` and `persistent`")
+    return handles[sig.grid_param.index].schedule
 
 
 def _grid(sig: TileSignature, spec: SpecializationRecord, view: ArrayView) -> Dim3:

@@ -13,6 +13,10 @@ the C host's ``bt_tile_grid`` (interop/templates/bt_tile.c) repeats:
    (up to 65,535), then z; the few blocks past the last tile return at once;
 3. else (one axis of more than 2^31 - 1 tiles, or more blocks than x, y and z
    hold together) the launch is refused (BT0600).
+
+A **persistent** launch (``tile.partition(..., persistent=True)``) uses
+:func:`persistent_grid` instead: one wave of blocks along x, each looping
+over the tiles ``b, b + P, ...``.
 """
 
 from __future__ import annotations
@@ -53,3 +57,28 @@ def launch_grid(counts: tuple[int, ...], limits: Dim3 = MAX_GRID) -> Dim3 | None
 def tile_grid(shape: tuple[int, ...], tile_shape: tuple[int, ...], limits: Dim3 = MAX_GRID) -> Dim3 | None:
     """:func:`launch_grid` of the tiles of ``shape`` cut into ``tile_shape``."""
     return launch_grid(tile_counts(shape, tile_shape), limits)
+
+
+#: threads one SM holds (every sm_80+ GPU) and blocks, and shared memory a block may use there
+SM_THREADS = 2048
+SM_BLOCKS = 32
+SM_SHARED_BYTES = 227 * 1024
+
+
+def blocks_per_sm(threads: int, shared_bytes: int) -> int:
+    """About how many blocks of ``threads`` threads and ``shared_bytes`` of shared memory one SM
+    runs at once (threads and shared memory; registers are the compiler's to fit)."""
+    fit = min(SM_BLOCKS, SM_THREADS // max(1, threads))
+    if shared_bytes:
+        fit = min(fit, SM_SHARED_BYTES // shared_bytes)
+    return max(1, fit)
+
+
+def persistent_grid(counts: tuple[int, ...], sms: int, threads: int, shared_bytes: int) -> Dim3:
+    """The grid of a persistent launch: ``min(tiles, sms * blocks_per_sm)`` blocks along x."""
+    total = 1
+    for n in counts:
+        total *= n
+    if total == 0:
+        return 0, 1, 1
+    return min(total, sms * blocks_per_sm(threads, shared_bytes), MAX_GRID[0]), 1, 1

@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from buildtile.errors import ContractError, MovedError, TypeMismatchError
+from buildtile.interop.abi import COMPILED_ORDER
 from buildtile.runtime.dtypes import describe_value
 from buildtile.runtime.tile.grid import tile_counts
 
@@ -284,29 +285,38 @@ DEFAULT_GROUP = 8
 class TileSchedule:
     """How a launch visits a partition's tiles (docs/tile.md, "Grids, orders and persistent launch").
 
-    ``order="row"``: row-major, the last axis fastest. ``order="grouped"``: bands of
-    ``group`` tile rows, each walked column by column (2-D partitions, for L2 reuse).
-    ``persistent``: about one wave of blocks, each looping over tiles. Every choice is a
-    bijection of the tiles, so ownership is the same.
+    ``order=None``: the order the compiler chose (row order; bands of 8 rows for 2-D
+    ``tile.mma`` kernels). ``order="row"``: row-major, the last axis fastest.
+    ``order="grouped"``: bands of ``group`` tile rows, each walked column by column (2-D
+    partitions, for L2 reuse). ``persistent``: about one wave of blocks, each looping over
+    tiles. Every choice is a bijection of the tiles, so ownership is the same.
     """
 
-    order: str = "row"
-    group: int = 0            # tile rows per band of the grouped order; 0 for row order
+    order: str | None = None
+    group: int = 0            # tile rows per band of the grouped order; 0 otherwise
     persistent: bool = False
 
+    @property
+    def word(self) -> int:
+        """The kernel's trailing ``tile_schedule`` parameter (interop.abi.TILE_SCHEDULE)."""
+        if self.order is None:
+            return COMPILED_ORDER
+        return self.group if self.order == "grouped" else 1
+
     def describe(self) -> str:
-        parts = [f"order={self.order!r}"] + ([f"group={self.group}"] if self.order == "grouped" else [])
+        parts = [] if self.order is None else [f"order={self.order!r}"]
+        parts += [f"group={self.group}"] if self.order == "grouped" else []
         return ", ".join(parts + (["persistent=True"] if self.persistent else []))
 
 
-def partition(array: object, tile_shape, *, order: str = "row", group: int | None = None,
+def partition(array: object, tile_shape, *, order: str | None = None, group: int | None = None,
               persistent: bool = False) -> Partition:
     """Cut ``array`` (a TileTensor, which is moved, or any CUDA array) into tiles of ``tile_shape``.
 
     ``tile_shape`` holds one positive int per axis of the array (an int is
-    accepted for 1-D arrays). ``order`` ("row" or "grouped", with ``group``
-    tile rows per band, 8 by default) and ``persistent`` choose how a launch
-    visits the tiles (:class:`TileSchedule`). Refusals are BT0600 (the tile
+    accepted for 1-D arrays). ``order`` (None: the compiler's choice; "row";
+    "grouped", with ``group`` tile rows per band, 8 by default) and
+    ``persistent`` choose how a launch visits the tiles (:class:`TileSchedule`). Refusals are BT0600 (the tile
     shape, an option) and BT0308 (not an array); nothing is moved when one is
     raised.
     """
@@ -333,7 +343,7 @@ def partition(array: object, tile_shape, *, order: str = "row", group: int | Non
 
 def _schedule(order, group, persistent, rank: int) -> TileSchedule:
     """The options of ``tile.partition`` as a :class:`TileSchedule`, each bad one refused by name."""
-    if not isinstance(order, str) or order not in TILE_ORDERS:
+    if order is not None and (not isinstance(order, str) or order not in TILE_ORDERS):
         raise ContractError(
             f"unknown tile order: `order` is {order!r}",
             help=f"pass one of {', '.join(repr(o) for o in TILE_ORDERS)} "
