@@ -576,6 +576,15 @@ int main()
     const std::array<std::int64_t, 1> shape{250};
     auto zp3 = buildtile::partition(std::move(z3), shape);
     std::printf("array shape %lld\n", static_cast<long long>(zp3.num_tiles()[0]));
+
+    // a schedule: checked when the partition is made, and passed to the launch
+    TileTensor<float, 1> z4(at(0x7f0000200000), {1000});
+    EXPECT_ERROR(600, buildtile::partition(std::move(z4), {128}, bt_tile_schedule{BT_TILE_ORDER_GROUPED, 8, 0}))
+    EXPECT_ERROR(600, buildtile::partition(std::move(z4), {128}, bt_tile_schedule{BT_TILE_ORDER_ROW, 0, 3}))
+    auto zp4 = buildtile::partition(std::move(z4), {128}, bt_tile_schedule{BT_TILE_ORDER_ROW, 0, 0});
+    std::printf("order %d\n", static_cast<int>(zp4.schedule().order));
+    TileTensor<float, 1> x4(at(0x7f0000000000), {1000}), y4(at(0x7f0000100000), {1000});
+    EXPECT_ERROR(600, tiles::add(std::move(x4), std::move(y4), std::move(zp4)).sync_on(nullptr))
     return 0;
 }
 """
@@ -614,6 +623,11 @@ def test_cpp_moves_structured_bindings_and_errors_on_the_fake_driver(package, sh
     assert "382|error[BT0382]: use of moved value: a Partition was moved into the tensors returned by `sync_on` or `cancel`" in out
     assert "502|error[BT0502]: cannot borrow `z` as mutable because it is also borrowed as immutable (as `x`)" in out
     assert "600|error[BT0600]: tile extents must be at least 1, got tile shape (0,)\nstill 1000\narray shape 4\n" in out
+    assert "600|error[BT0600]: the grouped order is an order of 2-D tile grids\n" in out
+    assert "600|error[BT0600]: `persistent` is 1 or 0\norder 1\n" in out
+    # this package's add predates the tile schedule: its launcher refuses one, as the Python host does
+    assert ("600|error[BT0600]: launch contract violated: kernel `example_kernels.tiles.add` visits its tiles in the "
+            "order it was compiled with, but the launch asks for another schedule") in out
 
 
 MUST_NOT_COMPILE = {  # name: (main's body, words of the compiler's refusal)

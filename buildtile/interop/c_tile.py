@@ -258,7 +258,7 @@ def tile_wrapper(kernel: Kernel, package: str) -> list[str]:
         inits.append(f"m_{p.name}({value})")
     extents = [f"m_{p.name}.tile_shape()[{d}]" for p in kernel.outs for d in range(p.rank)] or ["0"]
     dl = [f"        const DLTensor d_{p.name} = m_{p.name}.dl();" for p in params if not p.is_scalar]
-    call = ["&cfg", "tile_shape"] + [
+    call = ["&cfg", "tile_shape", "&schedule"] + [
         (f"m_{p.name}.bits" if p.dtype in ("f16", "bf16") else f"m_{p.name}") if p.is_scalar else f"&d_{p.name}"
         for p in params]
     given_back = string_literal("the tensors returned by `sync_on` or `cancel`")
@@ -290,7 +290,8 @@ def tile_wrapper(kernel: Kernel, package: str) -> list[str]:
         f"        const std::int64_t tile_shape[] = {{{', '.join(extents)}}};",
         *dl,
         "        const bt_launch_config cfg{{0, 0, 0}, shared_mem, stream};",
-        f"        buildtile::check({kernel.launcher}({', '.join(call)}), {package}_last_error);",
+        f"        const bt_tile_schedule schedule = m_{kernel.tile.grid_param}.schedule();",
+        f"        buildtile::check({kernel.scheduled_launcher}({', '.join(call)}), {package}_last_error);",
         "        return std::move(*this).cancel();",
         "    }",
         "",
