@@ -58,3 +58,30 @@ def test_scale_bias_past_65535_rows_of_tiles_matches_numpy(tiles):
     *_, out = run(tiles.scale_bias, torch.from_numpy(x).cuda(), torch.from_numpy(s).cuda(),
                   torch.from_numpy(b).cuda(), tile.partition(z, [16, 256]))
     np.testing.assert_allclose(out.cpu().numpy(), x * s + b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("options", [{}, dict(order="row"), dict(order="grouped", group=3),
+                                     dict(persistent=True), dict(order="grouped", group=8, persistent=True)])
+@pytest.mark.parametrize("m, n, k", [(1000, 3000, 256), (130, 136, 104), (4099, 511, 64)])
+def test_matmul_in_every_order_matches_numpy(tiles, options, m, n, k):
+    a = np.random.default_rng(7).standard_normal((m, k)).astype(np.float16)
+    b = np.random.default_rng(8).standard_normal((k, n)).astype(np.float16)
+    c = torch.zeros((m, n), dtype=torch.float16, device="cuda")
+    *_, out = run(tiles.matmul_f16, torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(),
+                  tile.partition(c, [128, 128], **options))
+    np.testing.assert_allclose(out.float().cpu().numpy(), a.astype(np.float64) @ b, rtol=2e-3,
+                               atol=2e-3 * np.sqrt(k))
+
+
+def test_a_persistent_softmax_over_a_million_rows_matches_numpy(tiles):
+    rows, cols = 1_000_000, 100
+    x = rand((rows, cols), 5) * 4
+    z = torch.full((rows, cols), float("nan"), device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    pending = tiles.softmax(torch.from_numpy(x).cuda(), tile.partition(z, [1, 1024], persistent=True))
+    assert pending.grid[0] < rows and pending.grid[1:] == (1, 1)     # one wave, each block looping
+    *_, out = pending.sync_on(stream)
+    stream.synchronize()
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out.array.cpu().numpy(), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
