@@ -117,3 +117,10 @@ def test_a_persistent_one_dimensional_launch():
     z = np.full(10_000, np.nan, np.float32)
     emulated("tiles", "add", ((1024,),))(x, y, z, grid=(3, 1, 1))
     np.testing.assert_array_equal(z, x + y)
+
+
+def test_a_persistent_three_dimensional_launch():
+    x, y = rng(17).standard_normal((2, 5, 20, 70)).astype(np.float32)   # 27 tiles of (2, 8, 32)
+    z = np.full(x.shape, np.nan, np.float32)
+    emulated("cases", "add3d")(x, y, z, grid=(2, 2, 2))                  # 8 blocks, 3 or 4 tiles each
+    np.testing.assert_array_equal(z, x - y)
