@@ -50,11 +50,13 @@ def kernel(fn: Callable | None = None, *, specialize: Sequence[Mapping[str, Sequ
     return wrap(fn) if fn is not None else wrap
 
 
-def partition(array: object, tile_shape):
-    """``tile.partition(z, [128])``: the output ``z`` cut into tiles, for a ``tile.Out`` parameter."""
+def partition(array: object, tile_shape, *, order: str | None = None, group: int | None = None,
+              persistent: bool = False):
+    """``tile.partition(z, [128])``: the output ``z`` cut into tiles, for a ``tile.Out`` parameter
+    (``order="grouped", group=8`` and ``persistent=True`` choose how a launch visits them)."""
     from buildtile.runtime.tile.handles import partition as make_partition
 
-    return make_partition(array, tile_shape)
+    return make_partition(array, tile_shape, order=order, group=group, persistent=persistent)
 
 
 def tensor(array: object, *, name: str | None = None):

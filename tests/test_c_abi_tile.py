@@ -68,6 +68,7 @@ def tile_kernels() -> list[dict]:
         ], requires=[("len(x) == len(z)", _eq(_len("x"), _len("z"))), ("len(y) == len(z)", _eq(_len("y"), _len("z")))]),
         tile_record(MODULE, "double2d", [("x", "tensor", "f32", 2), ("z", "tile_out", "f32", 2)], [
             dict(tiles={"z": [16, 32]}, block=(32, 8), ptx=double_2d_ptx(entry("double2d", "__t16x32"), (16, 32), (32, 8))),
+            dict(tiles={"z": [1, 32]}, block=32, ptx=add_1d_ptx(entry("double2d", "__t1x32"), 32, 32)),
         ]),
         tile_record(MODULE, "stats", [("x", "tensor", "f32", 2), ("alpha", "scalar", "f16"),
                                       ("m", "tile_out", "f32", 2), ("s", "tile_out", "f32", 1)], [
@@ -80,6 +81,10 @@ def tile_kernels() -> list[dict]:
         ]),
         tile_record(MODULE, "fill5d", [("v", "tile_out", "i8", 5)], [
             dict(tiles={"v": [1, 2, 2, 4, 8]}, block=64, ptx=add_1d_ptx(entry("fill5d", "__t1x2x2x4x8"), 8, 64)),
+        # as kernels are compiled now: the trailing tile schedule after the declared parameters
+        tile_record(MODULE, "sched", [("x", "tensor", "f32", 2), ("z", "tile_out", "f32", 2)], [
+            dict(tiles={"z": [64, 64]}, block=256, shared_bytes=64 * 1024, schedule=True,
+                 ptx=add_1d_ptx(entry("sched", "__t64x64"), 64, 256)),
         ]),
     ]
 
@@ -136,9 +141,28 @@ class TileShim:
             return fn(_ref(cfg), shape, *map(_ref, args))
         return call
 
+    def scheduled(self, kernel: str):
+        fn = getattr(self.lib, f"bt_{entry(kernel)}_scheduled")
+        fn.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(TileSchedule),
+                       *self._types(self.records[kernel])]
+        fn.restype = ctypes.c_int
+
+        def call(cfg, tile_shape, schedule, *args):
+            shape = (ctypes.c_int64 * max(len(tile_shape), 1))(*tile_shape)
+            return fn(_ref(cfg), shape, None if schedule is None else ctypes.byref(schedule), *map(_ref, args))
+        return call
+
     @property
     def last_error(self) -> str:
         return self.lib.example_kernels_last_error().decode()
+
+
+class TileSchedule(ctypes.Structure):
+    """bt_tile_schedule (buildtile/abi.h)."""
+    _fields_ = [("order", ctypes.c_int32), ("group", ctypes.c_int32), ("persistent", ctypes.c_int32)]
+
+
+COMPILED_ORDER, ROW, GROUPED = 0, 1, 2
 
 
 def _ref(x):
@@ -206,11 +230,14 @@ def test_every_specialization_and_the_dispatcher_are_exported(shim_path):
     exported = {line.split()[-1] for line in nm.splitlines() if " T " in line}
     tile = {name for name in exported if name.startswith("bt_" + mangle(MODULE, "")[:-1])}
     assert tile == {f"{ADD}__t128", f"{ADD}__t256", f"{ADD}_tiled",
-                    f"bt_{entry('double2d', '__t16x32')}", f"bt_{entry('double2d')}_tiled",
+                    f"bt_{entry('double2d', '__t16x32')}", f"bt_{entry('double2d', '__t1x32')}",
+                    f"bt_{entry('double2d')}_tiled",
                     f"bt_{entry('stats', '__t8x8_8')}", f"bt_{entry('stats', '__t16x16_16')}",
                     f"bt_{entry('stats')}_tiled",
                     f"bt_{entry('fill3d', '__t2x4x8')}", f"bt_{entry('fill3d')}_tiled",
                     f"bt_{entry('fill5d', '__t1x2x2x4x8')}", f"bt_{entry('fill5d')}_tiled"}
+                    f"bt_{entry('sched', '__t64x64')}", f"bt_{entry('sched')}_tiled",
+                    *(f"bt_{entry(k)}_scheduled" for k in ("add", "double2d", "stats", "fill3d", "sched"))}
     assert "bt_example_kernels_ops__vecadd" in exported  # SIMT kernels beside them (hand-made records)
 
 
@@ -323,11 +350,11 @@ def test_the_launch_configuration_is_checked(shim):
 
 
 def test_a_grid_past_cuda_limits_is_bt0600(shim):
-    rows = 16 * 65535 + 1
-    far = 0x7E0000000000  # the outputs do not overlap the input
-    assert shim.launcher("double2d__t16x32")(tile_config(), tensor(A, [rows, 32]), tensor(far, [rows, 32])) == 600
-    assert ("needs 65536 tiles along axis 0 of `z` (shape (1048561, 32), tile shape (16, 32)), but CUDA allows "
-            "at most 65535 blocks along y") in shim.last_error
+    far = 0x7E0000000000  # the output does not overlap the input
+    n = 128 * 2**31
+    assert shim.launcher(T128)(tile_config(), tensor(A, [n]), tensor(B, [n]), tensor(far, [n])) == 600
+    assert ("kernel `example_kernels.tiles.add` needs 2147483648 tiles along axis 0 of `z` (shape (274877906944,), "
+            "tile shape (128,)), but CUDA runs at most 2147483647 blocks along x") in shim.last_error
 
 
 def test_an_empty_output_launches_nothing(shim):
@@ -405,6 +432,86 @@ def test_a_five_dimensional_grid_folds_its_leading_axes_into_z(fake):
     assert shim.tiled("fill5d")(tile_config(), [1, 2, 2, 4, 8], tensor(A, shape, "i8")) == 0, shim.last_error
     # z counts the tiles of axes 0..2 (3 * 3 * 2), axis 2 fastest; the Python host agrees
     assert tuple(state.grid) == (3, 3, 18) == tile_grid(tuple(shape), (1, 2, 2, 4, 8))
+@pytest.mark.parametrize("shape, tiles, grid", [
+    ((1_000_000, 32), [1, 32], (1_000_000, 1, 1)),        # a million rows of [1, C]
+    ((1_000_000, 20), [1, 32], (1_000_000, 1, 1)),        # ragged columns
+    ((16 * 65535 + 1, 32), [16, 32], (65536, 1, 1)),      # 65,536 rows of tiles: was refused along y
+    ((70000, 40000 * 32), [1, 32], (2**31 - 1, 2, 1)),    # 2.8e9 tiles: spills into y
+])
+def test_two_dimensional_grids_past_65535_rows_are_linearised(fake, shape, tiles, grid):
+    from buildtile.runtime.tile.grid import tile_grid
+
+    shim, state = fake
+    far = 0x7E0000000000
+    assert shim.tiled("double2d")(tile_config(), tiles, tensor(A, list(shape)), tensor(far, list(shape))) == 0, \
+        shim.last_error
+    assert tuple(state.grid) == grid == tile_grid(shape, tuple(tiles))   # the Python host's rule
+    assert shim.launcher("double2d__t1x32" if tiles[0] == 1 else "double2d__t16x32")(
+        config(*grid), tensor(A, list(shape)), tensor(far, list(shape))) == 0   # and that grid, given, is accepted
+
+
+@pytest.mark.parametrize("shape", [(70000 * 2, 3 * 4, 8), (2, 70000 * 4, 16), (2 * 65535 + 2, 4 * 65535 + 1, 9),
+                                   (3, 9, 17), (1, 1, 1)])
+def test_three_dimensional_grids_agree_with_the_python_host(fake, shape):
+    from buildtile.runtime.tile.grid import natural_grid, tile_counts, tile_grid
+
+    shim, state = fake
+    assert shim.tiled("fill3d")(tile_config(), [2, 4, 8], tensor(A, list(shape), "f64")) == 0, shim.last_error
+    assert tuple(state.grid) == tile_grid(shape, (2, 4, 8))
+    linearised = tile_grid(shape, (2, 4, 8)) != natural_grid(tile_counts(shape, (2, 4, 8)))
+    assert linearised == (max(tile_counts(shape, (2, 4, 8))[:2]) > 65535)
+
+
+@pytest.mark.parametrize("schedule, word", [
+    (None, -1), (TileSchedule(COMPILED_ORDER, 0, 0), -1), (TileSchedule(ROW, 0, 0), 1),
+    (TileSchedule(GROUPED, 0, 0), 8), (TileSchedule(GROUPED, 3, 0), 3),
+])
+def test_the_tile_schedule_is_the_last_kernel_parameter(fake, schedule, word):
+    shim, state = fake
+    expect_params(state, shim.records["sched"])
+    state.param_count += 1
+    state.param_sizes[10] = 8
+    x, z = tensor(A, [1000, 3000]), tensor(0x7E0000000000, [1000, 3000])
+    assert shim.scheduled("sched")(tile_config(), [64, 64], schedule, x, z) == 0, shim.last_error
+    assert tuple(state.grid) == (47, 16, 1)             # one block per tile in every order
+    assert param(state, 10) == word
+    assert shim.tiled("sched")(tile_config(), [64, 64], x, z) == 0
+    assert param(state, 10) == -1
+
+
+def test_a_persistent_launch_is_one_wave_along_x(fake):
+    from buildtile.runtime.tile.grid import persistent_grid
+
+    shim, state = fake
+    x, z = tensor(A, [1000, 3000]), tensor(0x7E0000000000, [1000, 3000])
+    assert shim.scheduled("sched")(tile_config(), [64, 64], TileSchedule(GROUPED, 4, 1), x, z) == 0, shim.last_error
+    assert tuple(state.grid) == (132 * 3, 1, 1) == persistent_grid((16, 47), 132, 256, 64 * 1024)  # as in Python
+    small = tensor(0x7E0000000000, [100, 100])
+    assert shim.scheduled("sched")(tile_config(), [64, 64], TileSchedule(ROW, 0, 1), tensor(A, [100, 100]), small) == 0
+    assert tuple(state.grid) == (4, 1, 1)                # fewer tiles than a wave: one block each
+
+
+@pytest.mark.parametrize("schedule, words", [
+    (TileSchedule(7, 0, 0), "unknown tile order: `order` is 7"),
+    (TileSchedule(-1, 0, 0), "unknown tile order: `order` is -1"),
+    (TileSchedule(GROUPED, -2, 0), "`group` must be at least 1 (tile rows per band), got -2"),
+    (TileSchedule(ROW, 4, 0), "`group` is an option of the grouped order, but `order` is 1"),
+    (TileSchedule(ROW, 0, 2), "`persistent` is 1 or 0, got 2"),
+])
+def test_bad_schedules_are_bt0600_naming_the_option(shim, schedule, words):
+    x, z = tensor(A, [100, 100]), tensor(0x7E0000000000, [100, 100])
+    assert shim.scheduled("sched")(tile_config(), [64, 64], schedule, x, z) == 600
+    assert words in shim.last_error and shim.last_error.startswith("error[BT0600]")
+
+
+def test_a_schedule_is_refused_where_it_does_not_apply(shim):
+    assert shim.scheduled("add")(tile_config(), [128], TileSchedule(GROUPED, 8, 0), *vectors()) == 600
+    assert "the grouped order is an order of 2-D tile grids, but the tile shape has 1 axis" in shim.last_error
+    x, z = tensor(A, [100, 100]), tensor(0x7E0000000000, [100, 100])
+    assert shim.scheduled("double2d")(tile_config(), [16, 32], TileSchedule(ROW, 0, 0), x, z) == 600
+    assert ("kernel `example_kernels.tiles.double2d` visits its tiles in the order it was compiled with, but the "
+            "launch asks for another schedule") in shim.last_error
+    assert shim.scheduled("double2d")(tile_config(), [16, 32], TileSchedule(COMPILED_ORDER, 0, 0), x, z) == 701
 
 
 def test_the_grid_output_fixes_the_grid_and_shared_memory_past_48k_is_opted_into(fake):
@@ -480,6 +587,15 @@ int main()
     const std::array<std::int64_t, 1> shape{250};
     auto zp3 = buildtile::partition(std::move(z3), shape);
     std::printf("array shape %lld\n", static_cast<long long>(zp3.num_tiles()[0]));
+
+    // a schedule: checked when the partition is made, and passed to the launch
+    TileTensor<float, 1> z4(at(0x7f0000200000), {1000});
+    EXPECT_ERROR(600, buildtile::partition(std::move(z4), {128}, bt_tile_schedule{BT_TILE_ORDER_GROUPED, 8, 0}))
+    EXPECT_ERROR(600, buildtile::partition(std::move(z4), {128}, bt_tile_schedule{BT_TILE_ORDER_ROW, 0, 3}))
+    auto zp4 = buildtile::partition(std::move(z4), {128}, bt_tile_schedule{BT_TILE_ORDER_ROW, 0, 0});
+    std::printf("order %d\n", static_cast<int>(zp4.schedule().order));
+    TileTensor<float, 1> x4(at(0x7f0000000000), {1000}), y4(at(0x7f0000100000), {1000});
+    EXPECT_ERROR(600, tiles::add(std::move(x4), std::move(y4), std::move(zp4)).sync_on(nullptr))
     return 0;
 }
 """
@@ -518,6 +634,11 @@ def test_cpp_moves_structured_bindings_and_errors_on_the_fake_driver(package, sh
     assert "382|error[BT0382]: use of moved value: a Partition was moved into the tensors returned by `sync_on` or `cancel`" in out
     assert "502|error[BT0502]: cannot borrow `z` as mutable because it is also borrowed as immutable (as `x`)" in out
     assert "600|error[BT0600]: tile extents must be at least 1, got tile shape (0,)\nstill 1000\narray shape 4\n" in out
+    assert "600|error[BT0600]: the grouped order is an order of 2-D tile grids\n" in out
+    assert "600|error[BT0600]: `persistent` is 1 or 0\norder 1\n" in out
+    # this package's add predates the tile schedule: its launcher refuses one, as the Python host does
+    assert ("600|error[BT0600]: launch contract violated: kernel `example_kernels.tiles.add` visits its tiles in the "
+            "order it was compiled with, but the launch asks for another schedule") in out
 
 
 MUST_NOT_COMPILE = {  # name: (main's body, words of the compiler's refusal)

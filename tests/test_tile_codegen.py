@@ -139,8 +139,8 @@ def test_params_follow_abi_v1():
     ]
     ptx = ptx_of("layernorm", spec_of("layernorm", (1, 1024)).symbol)
     symbol = spec_of("layernorm", (1, 1024)).symbol
-    # pointer + extents + strides per array, the scalar: 5 + 3 + 3 + 1 + 5
-    assert len(re.findall(rf"{symbol}_param_\d+[,\n]", ptx)) == 17
+    # pointer + extents + strides per array, the scalar: 5 + 3 + 3 + 1 + 5, then the tile schedule
+    assert len(re.findall(rf"{symbol}_param_\d+[,\n]", ptx)) == 18
 
 
 def entry_params(llvm_ir: str, symbol: str) -> list[str]:
@@ -150,11 +150,11 @@ def entry_params(llvm_ir: str, symbol: str) -> list[str]:
 
 
 def test_the_kernel_function_takes_the_abi_parameters_in_order():
-    from buildtile.interop.abi import kernel_params
+    from buildtile.interop.abi import TILE_SCHEDULE, kernel_params
 
     kernel = KERNELS["layernorm"]
     spec = spec_of("layernorm", (1, 1024))
-    expected = [p.name for p in kernel_params(kernel.params)]
+    expected = [p.name for p in kernel_params(kernel.params)] + [TILE_SCHEDULE.name]
     assert expected[:3] == ["x.data", "x.shape0", "x.shape1"]
     assert entry_params(spec.lowered.llvm_ir, spec.symbol) == expected
 
@@ -166,9 +166,9 @@ def test_tile_entries_carry_their_manifest_records():
     assert kernel.grid_param == "z"
     assert [e.specialization for e in entries] == [
         {"tile_shapes": {"z": [1024]}, "symbol": f"{add}__t1024", "block": [128, 1, 1],
-         "shared_bytes": 0},
+         "shared_bytes": 0, "schedule": True},
         {"tile_shapes": {"z": [4096]}, "symbol": f"{add}__t4096", "block": [256, 1, 1],
-         "shared_bytes": 0},
+         "shared_bytes": 0, "schedule": True},
     ]
     assert [e.label for e in entries] == ["t1024", "t4096"]
     assert kernel.symbol == f"{add}__t1024"

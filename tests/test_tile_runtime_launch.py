@@ -204,12 +204,13 @@ def test_a_three_dimensional_grid_takes_axis_0_along_z(tiles, fake_gpu):
     assert fake_gpu.launches[-1].grid == (3, 3, 2)
 
 
-def test_a_grid_past_cuda_limits_is_bt0600(tiles, fake_gpu):
+def test_a_grid_past_65535_tiles_along_y_is_linearised(tiles, fake_gpu, monkeypatch):
+    monkeypatch.setattr(fake_gpu, "pointer_memory", lambda ptr: ("device", 0))  # too large to back
     rows = 16 * 65535 + 1
     a = FakeCudaArray(0x7E00_0000_0000, (rows, 32))
     b = FakeCudaArray(0x7D00_0000_0000, (rows, 32))
-    text = refused(fake_gpu, ContractError, tiles.add2d, a, partition(b, [16, 32]))
-    assert "needs 65536 tiles along axis 0 of `b`" in text and "at most 65535 blocks along y" in text
+    tiles.add2d(a, partition(b, [16, 32])).sync_on(0)
+    assert fake_gpu.launches[-1].grid == (65536, 1, 1)   # tests/test_tile_grid.py has the rule
 
 
 def test_an_empty_output_launches_nothing_and_gives_the_tensors_back(tiles, fake_gpu):

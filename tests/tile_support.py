@@ -57,6 +57,7 @@ def make_tile_package(make_kernel_package, kernels: dict, *, targets=("sm_90",),
                 "block": block + [1] * (3 - len(block)),
                 "shared_bytes": s.get("shared_bytes", 0),
                 "artifacts": _artifacts(out, symbol, s, targets, ptx_target),
+                **({"schedule": s["schedule"]} if "schedule" in s else {}),
             })
         outs = [p["name"] for p in params if p["kind"] == "tile_out"]
         manifest["kernels"].append({
@@ -321,6 +322,7 @@ def tile_record(module: str, name: str, params: list[tuple], specs: list[dict], 
             "block": list(block) + [1] * (3 - len(block)),
             "shared_bytes": s.get("shared_bytes", 0),
             "_ptx": s["ptx"],
+            **({"schedule": s["schedule"]} if "schedule" in s else {}),
         })
     return {
         "name": name, "module": module, "symbol": specializations[0]["symbol"], "kind": "tile",

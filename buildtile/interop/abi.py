@@ -20,6 +20,13 @@ tensor, tile_out   ``int64 strides[rank]`` (in elements, not bytes)
 ``tile_out`` is a Tile kernel's ``tile.Out`` parameter; its tile shape is a
 compile-time constant of the specialization launched (manifest.py).
 
+A Tile specialization whose record has ``"schedule": true`` takes one more,
+trailing, ``int64``, the tile schedule: the rows of tiles per band of the
+grouped order (1: row order; negative: the order the compiler chose, grouped
+by 8 for 2-D ``tile.mma`` kernels, else row). It visits the linear tile ids
+from its linear block id in steps of the grid's block count, so a grid of
+fewer blocks than tiles is a persistent launch (backends/tile/schedule.py).
+
 A kernel whose contract has ``coarsen`` = K > 1 runs K logical blocks in each
 physical block: hosts launch ``ceil(grid.x / K)`` blocks along x and pass one
 more, trailing, ``int64``: the logical ``grid.x``.
@@ -114,6 +121,12 @@ def trailing_params(contract: dict) -> list[PtxParam]:
     """The PTX parameters after the declared ones: the logical ``grid.x`` of a coarsened kernel."""
     factor = contract.get("coarsen", 1) or 1
     return [] if factor == 1 else [PtxParam("logical_blocks", "i64")]
+
+
+#: the trailing parameter of a Tile specialization that takes a schedule
+TILE_SCHEDULE = PtxParam("tile_schedule", "i64")
+#: the tile schedule that keeps the order the compiler chose
+COMPILED_ORDER = -1
 
 
 def launch_extras(contract: dict, grid_x: int) -> tuple[int, list[int]]:

@@ -88,6 +88,11 @@ class Kernel:
         return f"bt_{self.symbol}" + ("" if self.block is not None else "_unsafe")
 
     @property
+    def scheduled_launcher(self) -> str:
+        """A Tile kernel's dispatcher that also takes a tile schedule (order, persistence)."""
+        return f"bt_{mangle(self.module, self.name)}_scheduled"
+
+    @property
     def entries(self) -> tuple[tuple[str, tuple[Image, ...]], ...]:
         """(PTX entry name, images holding it) of everything this kernel launches."""
         if self.tile is not None:
@@ -98,7 +103,8 @@ class Kernel:
     def exported(self) -> tuple[str, ...]:
         """Every C function the shim exports for this kernel."""
         if self.tile is not None:
-            return (*(specialization_launcher(s) for s in self.tile.specializations), self.launcher)
+            return (*(specialization_launcher(s) for s in self.tile.specializations), self.launcher,
+                    self.scheduled_launcher)
         return (self.launcher,)
 
 

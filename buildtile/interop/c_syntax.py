@@ -173,6 +173,8 @@ def params_array(kernel: Kernel, arg_prefix: str) -> list[str]:
     if kernel.coarsen > 1:   # ABI: a coarsened kernel takes the logical grid.x last
         lines.append("    int64_t k_logical_blocks = (int64_t)cfg->grid[0];")
         slots.append("&k_logical_blocks")
+    if kernel.tile is not None and kernel.tile.takes_schedule:   # ABI: then the tile schedule (bt_tile_grid's)
+        slots.append("&k_tile_schedule")
     if not slots:
         return ["    void** const params = NULL;"]
     lines.append("    void* params[] = {")

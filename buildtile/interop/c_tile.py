@@ -3,9 +3,10 @@
 Per Tile kernel the shim exports
 
 - one launcher per specialization, ``int bt_<specialization symbol>(cfg, <params>...)``:
-  the same checks as the Python host, then a grid of one block per tile of
-  the grid output, computed from its shape and the specialization's tile
-  shape (``cfg->grid`` must be zeros or equal to that grid);
+  the same checks as the Python host, then a grid over the tiles of the
+  grid output, computed from its shape and the specialization's tile shape
+  by the Python host's rule (runtime/tile/grid.py; ``cfg->grid`` must be
+  zeros or equal to that grid);
 - one dispatching launcher, ``int bt_<module>__<kernel>_tiled(cfg, const
   int64_t* tile_shape, <params>...)``, which calls the specialization
   compiled for ``tile_shape`` (the tile extents of every ``tile.Out``
@@ -68,6 +69,18 @@ def dispatcher_prototype(kernel: Kernel, *, arg_prefix: str = "") -> str:
     return f"int {kernel.launcher}({', '.join(args)})"
 
 
+def scheduled_prototype(kernel: Kernel, *, arg_prefix: str = "") -> str:
+    args = _c_args(kernel, arg_prefix)
+    args[1:1] = ["const int64_t* tile_shape", "const bt_tile_schedule* schedule"]
+    return f"int {kernel.scheduled_launcher}({', '.join(args)})"
+
+
+def _run_prototype(i: int, s: int, kernel: Kernel) -> str:
+    args = _c_args(kernel, LAUNCHER_ARG_PREFIX)
+    args.insert(1, "const bt_tile_schedule* schedule")
+    return f"int bt_run_{i}_{s}({', '.join(args)})"
+
+
 def _c_args(kernel: Kernel, arg_prefix: str) -> list[str]:
     args = ["const bt_launch_config* cfg"]
     for p in kernel.params:
@@ -115,15 +128,17 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
             f"    {{{bx}, {by}, {bz}}}, 0, {spec.shared_bytes}u, 1u, {kernel.min_cc or 0},",
             f"    bt_buffers_{i}, {len(buffers)},",
             "};",
-            f"static const bt_tile bt_tile_{i}_{s} = {{{grid_buffer}, bt_tiles_{i}_{s} + {offset}, {grid_rank}}};",
+            (f"static const bt_tile bt_tile_{i}_{s} = {{{grid_buffer}, bt_tiles_{i}_{s} + {offset}, {grid_rank}, "
+             f"{int(kernel.tile.takes_schedule)}}};"),
             "",
-            f"BUILDTILE_API {spec_prototype(kernel, spec, arg_prefix=LAUNCHER_ARG_PREFIX)}",
+            f"static {_run_prototype(i, s, kernel)}",
             "{",
             (f"    const DLTensor* const tensors[{len(buffers)}] = "
              f"{{{', '.join(LAUNCHER_ARG_PREFIX + p.name for p in buffers)}}};"),
             f"    bt_arg args[{len(buffers)}];",
             "    bt_launch_config launch;",
             "    int empty = 0;",
+            "    int64_t k_tile_schedule = -1;",
             "    bt_begin();",
             f"    int status = bt_tile_prepare(&{var}, cfg, tensors, args);",
             "    if (status != BT_OK)",
@@ -131,11 +146,17 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
         ]
         out += [relation_check(req, kernel, var, LAUNCHER_ARG_PREFIX) for req in kernel.requires]
         out += [
-            f"    status = bt_tile_grid(&{var}, &bt_tile_{i}_{s}, cfg, args, &launch, &empty);",
+            (f"    status = bt_tile_grid(&{var}, &bt_tile_{i}_{s}, cfg, schedule, args, &launch, &empty, "
+             "&k_tile_schedule);"),
             "    if (status != BT_OK || empty) /* an empty output has no tile: nothing to launch */",
             "        return status;",
             *params_array(kernel, LAUNCHER_ARG_PREFIX),
             f"    return bt_launch(&{var}, &launch, NULL, args, params);",
+            "}",
+            "",
+            f"BUILDTILE_API {spec_prototype(kernel, spec, arg_prefix=LAUNCHER_ARG_PREFIX)}",
+            "{",
+            f"    return bt_run_{i}_{s}({', '.join(['cfg', 'NULL'] + [LAUNCHER_ARG_PREFIX + p.name for p in kernel.params])});",
             "}",
             "",
         ]
@@ -145,13 +166,23 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
 
 def _dispatcher(i: int, kernel: Kernel) -> list[str]:
     outs = kernel.outs
-    n = tile_extents(kernel)
-    forwarded = ", ".join(["cfg"] + [LAUNCHER_ARG_PREFIX + p.name for p in kernel.params])
     out = [
         f"static const char* const bt_outs_{i}[] = {{{', '.join(string_literal(p.name) for p in outs)}}};",
         f"static const int bt_out_ranks_{i}[] = {{{', '.join(str(p.rank) for p in outs)}}};",
         "",
-        f"BUILDTILE_API {dispatcher_prototype(kernel, arg_prefix=LAUNCHER_ARG_PREFIX)}",
+    ]
+    for scheduled in (False, True):
+        out += _dispatch(i, kernel, scheduled)
+    return out
+
+
+def _dispatch(i: int, kernel: Kernel, scheduled: bool) -> list[str]:
+    """The ``_tiled`` dispatcher (the default schedule) or the ``_scheduled`` one."""
+    n = tile_extents(kernel)
+    forwarded = ", ".join(["cfg", "schedule" if scheduled else "NULL"] + [LAUNCHER_ARG_PREFIX + p.name for p in kernel.params])
+    prototype = scheduled_prototype if scheduled else dispatcher_prototype
+    out = [
+        f"BUILDTILE_API {prototype(kernel, arg_prefix=LAUNCHER_ARG_PREFIX)}",
         "{",
         "    bt_begin();",
     ]
@@ -162,12 +193,12 @@ def _dispatcher(i: int, kernel: Kernel) -> list[str]:
             (f"                       \"launch contract violated: kernel `%s` got no tile shape (tile_shape is NULL)\", "
              f"{string_literal(kernel.qualname)});"),
         ]
-    for s, spec in enumerate(kernel.tile.specializations):
+    for s, _ in enumerate(kernel.tile.specializations):
         out += [f"    if (bt_tile_shape_is(tile_shape, bt_tiles_{i}_{s}, {n}))",
-                f"        return {specialization_launcher(spec)}({forwarded});"]
+                f"        return bt_run_{i}_{s}({forwarded});"]
     out += [
         (f"    return bt_tile_unknown_shape({string_literal(kernel.qualname)}, bt_outs_{i}, bt_out_ranks_{i}, "
-         f"{len(outs)}, tile_shape, {string_literal(kernel.tile.compiled())});"),
+         f"{len(kernel.outs)}, tile_shape, {string_literal(kernel.tile.compiled())});"),
         "}",
         "",
     ]
@@ -189,6 +220,8 @@ def tile_declarations(kernel: Kernel) -> list[str]:
          "in that order. */"),
         f"#define {extents_macro(kernel)} {n}",
         f"BUILDTILE_API {dispatcher_prototype(kernel)};",
+        "/* The same, with a tile order and persistence (NULL: the defaults). */",
+        f"BUILDTILE_API {scheduled_prototype(kernel)};",
         "",
     ]
     return out
@@ -225,7 +258,7 @@ def tile_wrapper(kernel: Kernel, package: str) -> list[str]:
         inits.append(f"m_{p.name}({value})")
     extents = [f"m_{p.name}.tile_shape()[{d}]" for p in kernel.outs for d in range(p.rank)] or ["0"]
     dl = [f"        const DLTensor d_{p.name} = m_{p.name}.dl();" for p in params if not p.is_scalar]
-    call = ["&cfg", "tile_shape"] + [
+    call = ["&cfg", "tile_shape", "&schedule"] + [
         (f"m_{p.name}.bits" if p.dtype in ("f16", "bf16") else f"m_{p.name}") if p.is_scalar else f"&d_{p.name}"
         for p in params]
     given_back = string_literal("the tensors returned by `sync_on` or `cancel`")
@@ -257,7 +290,8 @@ def tile_wrapper(kernel: Kernel, package: str) -> list[str]:
         f"        const std::int64_t tile_shape[] = {{{', '.join(extents)}}};",
         *dl,
         "        const bt_launch_config cfg{{0, 0, 0}, shared_mem, stream};",
-        f"        buildtile::check({kernel.launcher}({', '.join(call)}), {package}_last_error);",
+        f"        const bt_tile_schedule schedule = m_{kernel.tile.grid_param}.schedule();",
+        f"        buildtile::check({kernel.scheduled_launcher}({', '.join(call)}), {package}_last_error);",
         "        return std::move(*this).cancel();",
         "    }",
         "",

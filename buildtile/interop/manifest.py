@@ -63,6 +63,7 @@ Tile kernels (``"kind": "tile"``) have the same record, plus::
             "specializations": [            # one per distinct tile shape, compiled ahead of time
               {
                 "tile_shapes": {"z": [128]},           # every Out parameter's tile shape
+                "schedule": true,                      # takes the trailing tile_schedule (abi.py)
                 "symbol": "example_kernels_tiles__add__t128",
                 "block": [128, 1, 1],                  # threads the compiler chose for it
                 "shared_bytes": 0,                     # dynamic shared memory each launch provides
@@ -73,10 +74,12 @@ Tile kernels (``"kind": "tile"``) have the same record, plus::
 
 A ``tile_out`` parameter crosses the kernel ABI like a tensor (pointer,
 shape, strides); its tile shape is a compile-time constant of the chosen
-specialization. The grid has one block per tile of ``grid_param``: axis
-``rank-1`` of the tile grid runs along grid x, axis ``rank-2`` along y,
-axis ``rank-3`` along z, and the axes before it (outputs of rank 4 and 5) fold into z
-as well, axis ``rank-3`` fastest. A tile record's top-level ``symbol`` and
+specialization. The launch grid covers the tiles of ``grid_param``: axis
+``rank-1`` of the tile grid along grid x, axis ``rank-2`` along y, axis
+``rank-3`` along z (the axes before it, for outputs of rank 4 and 5, folded into z as
+well, axis ``rank-3`` fastest) while each fits CUDA's limits, else the tiles in
+row-major order along x, spilled into y and z (runtime/tile/grid.py; the
+kernel finds its tile from its linear block id). A tile record's top-level ``symbol`` and
 ``artifacts`` are those of its first specialization.
 
 ``requires`` expressions are small JSON trees, evaluated identically by the
@@ -296,6 +299,7 @@ class SpecializationRecord:
     block: tuple[int, int, int]
     shared_bytes: int
     artifacts: tuple[ArtifactRecord, ...]
+    schedule: bool = False      # takes the trailing tile_schedule parameter (abi.TILE_SCHEDULE)
 
     def tile_shape_of(self, param: str) -> tuple[int, ...]:
         return dict(self.tile_shapes)[param]
@@ -313,6 +317,11 @@ class TileRecord:
 
     grid_param: str
     specializations: tuple[SpecializationRecord, ...]
+
+    @property
+    def takes_schedule(self) -> bool:
+        """Whether the kernel takes the trailing tile schedule (the same for every specialization)."""
+        return self.specializations[0].schedule
 
     def compiled(self) -> str:
         """The compiled tile shapes, for messages: ``tile shapes (128,), (256,)``."""
@@ -612,6 +621,8 @@ def _tile(raw: object, params: tuple[ParamRecord, ...], where: str) -> TileRecor
             raise malformed(f"{where}.specializations",
                             f"two specializations have the same tile shapes {spec.describe()}")
         seen.add(spec.tile_shapes)
+    if len({spec.schedule for spec in read_specs}) != 1:
+        raise malformed(f"{where}.specializations", "some specializations take a tile schedule and some do not")
     return TileRecord(grid.name, read_specs)
 
 
@@ -640,4 +651,7 @@ def _specialization(raw: object, outs: list[ParamRecord], where: str) -> Special
     artifacts = _artifacts(raw.get("artifacts"), f"{where}.artifacts")
     if not artifacts:
         raise malformed(f"{where}.artifacts", "no artifacts")
-    return SpecializationRecord(tuple(tile_shapes), symbol, block, shared, artifacts)
+    schedule = raw.get("schedule", False)
+    if not isinstance(schedule, bool):
+        raise malformed(f"{where}.schedule", f"schedule is {schedule!r}; expected true or false")
+    return SpecializationRecord(tuple(tile_shapes), symbol, block, shared, artifacts, schedule)

@@ -184,6 +184,14 @@ class CudaDriver:
         raw_name = self.check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
         return raw_name.split(b"\0", 1)[0].decode(errors="replace"), (int(major), int(minor))
 
+    def multiprocessor_count(self, device: int) -> int:
+        """The SMs of ``device`` (a persistent Tile launch runs one wave of blocks over them)."""
+        cu = self.cu
+        dev = self.check(cu.cuDeviceGet(device), "cuDeviceGet")
+        count = self.check(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                                   dev), "cuDeviceGetAttribute")
+        return int(count)
+
     def context_device(self, context) -> int:
         """The device of ``context`` (any context, not only the primary ones buildtile retained)."""
         handle = int(context)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from buildtile.errors import AliasingError, TypeMismatchError
-from buildtile.interop.abi import SLICE_KINDS, kernel_params
+from buildtile.interop.abi import SLICE_KINDS, PtxParam, kernel_params
 from buildtile.interop.manifest import KernelRecord, ParamRecord
 from buildtile.runtime import refusals
 from buildtile.runtime.arrays import ArrayView, inline_reader
@@ -70,9 +70,10 @@ class ParamLayout:
         self.size = max(offset, 1)
 
     @classmethod
-    def of(cls, record: KernelRecord) -> ParamLayout:
-        """The layout of ``record``'s PTX entry (every specialization of a Tile kernel shares it)."""
-        return cls([p.ctype for p in kernel_params(record.param_dicts())])
+    def of(cls, record: KernelRecord, trailing: Sequence[PtxParam] = ()) -> ParamLayout:
+        """The layout of ``record``'s PTX entry, then ``trailing`` (every specialization of a Tile
+        kernel shares it)."""
+        return cls([p.ctype for p in [*kernel_params(record.param_dicts()), *trailing]])
 
 
 def compile_requirements(record: KernelRecord) -> tuple[Requirement, ...]:

@@ -68,6 +68,7 @@ class FakeDriver:
     loaded_images: list = field(default_factory=list)  # (device, image bytes)
     fail_launch: Exception | None = None               # raise this from launch()
     version: tuple[int, int] = (13, 0)                 # the CUDA release driver_version() reports
+    multiprocessors: int = 132                         # SMs per device (an H100/H200 has 132)
 
     def __post_init__(self) -> None:
         self._contexts: dict[int, DeviceContext] = {}
@@ -106,6 +107,10 @@ class FakeDriver:
     def current_device(self) -> int:
         self._record("current_device")
         return 0
+
+    def multiprocessor_count(self, device: int) -> int:
+        self._record("multiprocessor_count", device)
+        return self.multiprocessors
 
     def contexts(self) -> list:
         return list(self._contexts.values())

@@ -234,6 +234,7 @@ class Emulated:
                 arg_types.append(str(mem_type(SCALARS[p["dtype"]])))
             else:
                 arg_types += [str(GLOBAL_PTR).replace(" addrspace(1)", "")] + ["i64"] * (2 * p["rank"])
+        arg_types.append("i64")   # the trailing tile schedule (interop.abi.TILE_SCHEDULE)
         self.arg_types = arg_types
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
@@ -251,8 +252,10 @@ class Emulated:
         self.library = builder.link(self.jit, f"tile_{specialization.symbol}")
         self.entry = self.library["emu_entry"]
 
-    def __call__(self, *args) -> None:
-        """Launch over the tiles of the grid parameter; arrays are written in place."""
+    def __call__(self, *args, grid: tuple[int, int, int] | None = None, schedule: int = -1) -> None:
+        """Launch over the tiles of the grid parameter; arrays are written in place. ``grid``
+        (default: one block per tile, the last axis along x) is any launch grid the host may use;
+        ``schedule`` the tile schedule (-1: the compiler's order; 1: rows; G > 1: bands of G rows)."""
         slots = []
         grid_shape = None
         for p, value in zip(self.params, args):
@@ -267,9 +270,11 @@ class Emulated:
             if p["kind"] == "tile_out" and grid_shape is None:
                 tile_shape = self.spec.tile_shapes[p["name"]]
                 grid_shape = [-(-n // t) for n, t in zip(arr.shape, tile_shape)]
+        slots.append(schedule)
         buf = (ctypes.c_uint64 * max(1, len(slots)))(*[s & (2**64 - 1) for s in slots])
         along = list(reversed(grid_shape)) + [1] * (3 - len(grid_shape))
-        dims = along[:2] + [math.prod(along[2:])]   # rank-4/5 outputs fold their leading axes into z
+        # rank-4/5 outputs fold their leading axes into z, as the hosts launch them
+        dims = list(grid) if grid is not None else along[:2] + [math.prod(along[2:])]
         flags = {name: ctypes.c_int.in_dll(self.runtime, name) for name in _FLAGS}
         for flag in flags.values():
             flag.value = 0

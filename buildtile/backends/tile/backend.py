@@ -70,7 +70,7 @@ class TileSpecialization:
     def record(self) -> dict:
         """The manifest record, less its ``artifacts``."""
         return {"tile_shapes": self.tile_shapes, "symbol": self.symbol, "block": self.block,
-                "shared_bytes": self.shared_bytes}
+                "shared_bytes": self.shared_bytes, "schedule": True}
 
 
 def params_record(kernel_ir: ir.KernelIR) -> list[dict]:

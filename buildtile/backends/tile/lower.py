@@ -3,10 +3,13 @@
 One block of ``plan.threads`` threads runs the body for one tile. Scalars
 are ordinary registers, the same in every thread; a tile is a list of
 registers per thread, in the layout the plan gave its node. Parameters
-follow kernel ABI v1 (a ``tile.Out`` is passed like a tensor). The block's
-tile is ``(ctaid.z, ctaid.y, ctaid.x)`` for the last axes of the outputs'
-partition; mma kernels visit 2-D tiles in groups of rows (a bijection of
-the grid, so each block still owns exactly one tile) for L2 reuse.
+follow kernel ABI v1 (a ``tile.Out`` is passed like a tensor), then the
+trailing tile schedule. The body runs in a loop over the block's tiles:
+linear tile ids from its linear block id in steps of the grid's block count
+(one tile per block unless the launch is persistent), each decoded into the
+outputs' tile ids, in row order or in bands of rows (schedule.py; mma
+kernels take bands of 8 by default, for L2 reuse). Every order is a
+bijection, so each tile is still computed by exactly one block.
 
 Shared memory is one dynamically sized ``extern .shared`` array: the
 software pipelines' stage buffers first, then the scratch area that layout
@@ -28,6 +31,7 @@ from buildtile.backends.common.llvm import (
     I32,
     I64,
     SHARED_PTR,
+    barrier,
     compare,
     const_of,
     convert,
@@ -42,19 +46,26 @@ from buildtile.backends.common.llvm import (
     sreg,
     type_suffix,
 )
-from buildtile.backends.tile import exchange, ir, memory, mma, types
+from buildtile.backends.tile import exchange, ir, memory, mma, schedule, types
 from buildtile.backends.tile.exchange import TileVal
 from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.plan import Plan
 from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, value_type
+from buildtile.interop.abi import TILE_SCHEDULE
 
 SMEM = "__buildtile_tile_smem"
-#: rows of tiles visited together by mma kernels (Triton's GROUP_M)
-GROUP_ROWS = 8
 
 #: math functions LLVM has an intrinsic for; the others call libdevice (``__nv_<name>f``)
 _LLVM_MATH = {"sqrt": "llvm.sqrt", "abs": "llvm.fabs", "floor": "llvm.floor", "ceil": "llvm.ceil",
               "maximum": "llvm.maxnum", "minimum": "llvm.minnum"}
+
+
+@dataclass
+class _TileLoop:
+    head: lir.Block        # where the next tile id is tested
+    linear: lir.Value      # the current linear tile id (a phi at the head)
+    stride: lir.Value      # the grid's block count
+    total: lir.Value       # the tiles of the grid output
 
 
 @dataclass
@@ -89,14 +100,16 @@ class _Emitter:
 
     # ------------------------------------------------------------ structure
     def run(self) -> LoweredKernel:
-        entry = kernel_entry(self.module, self.symbol, self.params, reqntid=(self.plan.threads, 1, 1),
-                             min_blocks=self.plan.min_blocks)
+        entry = kernel_entry(self.module, self.symbol, self.params, trailing=[TILE_SCHEDULE],
+                             reqntid=(self.plan.threads, 1, 1), min_blocks=self.plan.min_blocks)
         self._enter(entry)
         self.scalars, self.arrays = entry.scalars, entry.arrays
         self.smem_global = lir.GlobalVariable(self.module, lir.ArrayType(I8, 0), SMEM, addrspace=3)
         self.smem_global.align = 16
         self._enter_function_entry()
+        loop = self._enter_tiles(entry.trailing[TILE_SCHEDULE.name])
         self.stmts(self.kernel.body)
+        self._next_tile(loop)
         if not self.b.block.is_terminated:
             self.b.ret_void()
         shared = self.scratch_base + self.scratch_bytes if self.scratch_bytes else self.plan.pipeline_bytes
@@ -298,36 +311,55 @@ class _Emitter:
         return self.math(e.name, value_type(e.ty), [self.scalar(a) for a in e.args])
 
     # ------------------------------------------------------------ grid
+    def _enter_tiles(self, schedule_word: lir.Value) -> _TileLoop | None:
+        """Open the loop over this block's tiles (schedule.py): linear tile ids from the linear
+        block id in steps of the grid's block count, each decoded into this block's tile ids."""
+        grid_param = next(iter(self.kernel.tile_shapes), None)
+        if grid_param is None:
+            return None
+        b = self.b
+        counts = schedule.tile_counts(b, self.arrays[grid_param].shape, self.kernel.tile_shapes[grid_param])
+        default = schedule.GROUP_ROWS if self.plan.grouped_grid and len(counts) == 2 else 1
+        start, stride = schedule.linear_block_id(b), schedule.block_count(b)
+        total = schedule.tile_total(b, counts)
+        pre = b.block
+        head, body, done = (self.fn.append_basic_block(f"tiles.{n}") for n in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        linear = b.phi(I64, name="tile")
+        linear.add_incoming(start, pre)
+        b.cbranch(b.icmp_unsigned("<", linear, total), body, done)
+        b.position_at_end(done)
+        b.ret_void()
+        b.position_at_end(body)
+        group = schedule.emit_group(b, schedule_word, default) if len(counts) == 2 else None
+        ids = schedule.emit_tile_of_block(b, linear, counts, group)
+        for param, shape in self.kernel.tile_shapes.items():   # a lower-rank output takes the last axes
+            padded = [I64(0)] * max(0, len(shape) - len(ids)) + ids[max(0, len(ids) - len(shape)):]
+            for axis, value in enumerate(padded):
+                self._tile_ids[(param, axis)] = value
+        return _TileLoop(head, linear, stride, total)
+
+    def _next_tile(self, loop: _TileLoop | None) -> None:
+        """Close the loop: on to the block's next tile, after a barrier, so that its shared memory
+        is not rewritten while a thread still reads this tile's (a block with one tile skips it)."""
+        if loop is None or self.b.block.is_terminated:
+            return
+        b = self.b
+        after = b.add(loop.linear, loop.stride)
+        again, done = (self.fn.append_basic_block(f"tiles.{n}") for n in ("next", "last"))
+        b.cbranch(b.icmp_unsigned("<", after, loop.total), again, done)
+        b.position_at_end(done)
+        b.ret_void()
+        b.position_at_end(again)
+        barrier(b)
+        loop.linear.add_incoming(after, b.block)
+        b.branch(loop.head)
+
     def tile_id(self, param: str, axis: int) -> lir.Value:
-        """This block's tile index along ``axis`` of ``param``'s partition (computed once)."""
-        key = (param, axis)
-        if key not in self._tile_ids:
-            b = self.alloca_builder
-            rank = len(self.kernel.tile_shapes[param])
-            dims = "xyz"[:rank][::-1]         # axis rank-1 -> x, rank-2 -> y, rank-3 -> z
-            ids = [b.zext(sreg(b, f"ctaid.{d}"), I64) for d in dims]
-            if rank > 3:
-                ids = self.leading_tile_ids(param, ids[0]) + ids[1:]
-            if self.plan.grouped_grid and rank == 2:
-                ids = _grouped(b, ids[1], ids[0], b.zext(sreg(b, "nctaid.x"), I64), b.zext(sreg(b, "nctaid.y"), I64))
-            for a, value in enumerate(ids):
-                self._tile_ids[(param, a)] = value
-        return self._tile_ids[key]
+        """This block's tile index along ``axis`` of ``param``'s partition, in the current tile."""
+        return self._tile_ids[(param, axis)]
 
-    def leading_tile_ids(self, param: str, z: lir.Value) -> list[lir.Value]:
-        """The tile ids along axes 0 .. rank-3 of a rank-4/5 partition, all folded into ``ctaid.z``
-        (axis rank-3 fastest) as the hosts launch it (buildtile/runtime/tile/grid.py, bt_tile.c).
-        The minimal mapping for tensors of rank above 3, until the grid is linearised in one place."""
-        b = self.alloca_builder
-        shape, extents = self.kernel.tile_shapes[param], self.arrays[param].shape
-        ids = []
-        for axis in range(len(shape) - 3, 0, -1):
-            count = b.sdiv(b.add(extents[axis], I64(shape[axis] - 1)), I64(shape[axis]))
-            ids.append(b.urem(z, count))
-            z = b.udiv(z, count)
-        return [z] + ids[::-1]
-
-    # ------------------------------------------------------------ tiles
     def tile_in(self, e: ir.Expr, layout: Layout) -> TileVal:
         return exchange.convert(self, self.tile(e), layout)
 
@@ -487,19 +519,6 @@ class _Emitter:
         else:
             out = b.call(libdevice(self.module, name, t, len(args)), args)
         return round_half(b, out, ty)
-
-
-def _grouped(b: lir.IRBuilder, x: lir.Value, y: lir.Value, nx: lir.Value, ny: lir.Value) -> list[lir.Value]:
-    """(row, col) tile of block (x, y): blocks run in order y * nx + x; give consecutive blocks a
-    band of GROUP_ROWS tile rows, column by column, so they share A rows and B columns in L2."""
-    pid = b.add(b.mul(y, nx), x)
-    per_group = b.mul(nx, I64(GROUP_ROWS))
-    group = b.udiv(pid, per_group)
-    first = b.mul(group, I64(GROUP_ROWS))
-    left = b.sub(ny, first)
-    rows = b.select(b.icmp_unsigned("<", left, I64(GROUP_ROWS)), left, I64(GROUP_ROWS))
-    within = b.urem(pid, per_group)
-    return [b.add(first, b.urem(within, rows)), b.udiv(within, rows)]
 
 
 def _align(n: int, to: int) -> int:

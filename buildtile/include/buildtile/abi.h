@@ -105,6 +105,12 @@
  *     int bt_<specialization symbol>(const bt_launch_config* cfg, <params>...);
  *     int bt_<module with dots as _>__<name>_tiled(const bt_launch_config* cfg,
  *                                                  const int64_t* tile_shape, <params>...);
+ *     int bt_<module with dots as _>__<name>_scheduled(const bt_launch_config* cfg,
+ *                                                      const int64_t* tile_shape,
+ *                                                      const bt_tile_schedule* schedule, <params>...);
+ *
+ * `_scheduled` is `_tiled` with a tile order and persistence (NULL: the
+ * defaults, as `_tiled` uses); a bad option is BT_ERR_CONTRACT naming it.
  *
  * tile_shape holds the tile extents of every tile.Out parameter, in
  * declaration order (BT_<MODULE>__<NAME>_TILE_EXTENTS values; kernels.h
@@ -112,9 +118,12 @@
  * is BT_ERR_CONTRACT naming the compiled ones. Tensor and tile.Out
  * arguments must be row-major contiguous (extents of 1 take any stride).
  *
- * The grid is one block per tile of the kernel's grid output (the manifest's
+ * The grid covers the tiles of the kernel's grid output (the manifest's
  * tile.grid_param): ceil(shape[d] / tile[d]) tiles along each axis d, axis
- * r-1 along grid x, r-2 along y, r-3 along z. The launcher computes it:
+ * r-1 along grid x, r-2 along y, r-3 along z while each fits CUDA's limits,
+ * else the tiles in row-major order along x, spilled into y and z; a
+ * persistent launch takes min(tiles, SMs x blocks per SM) blocks along x
+ * (the Python host's rule, runtime/tile/grid.py). The launcher computes it:
  * cfg->grid must be {0, 0, 0} or equal to it. The block is the
  * specialization's, and so is the dynamic shared memory (cfg->shared_mem:
  * 0, or at least that much; above 48 KiB the launcher opts in). An output
@@ -192,6 +201,19 @@ typedef struct bt_launch_config {
     uint32_t shared_mem; /* dynamic shared memory in bytes; 0: the contract's */
     void* stream;       /* a CUstream / cudaStream_t; NULL: the legacy default stream */
 } bt_launch_config;
+
+/* How a Tile launch visits its tiles (the `_scheduled` dispatcher; docs/tile.md). */
+typedef enum bt_tile_order {
+    BT_TILE_ORDER_COMPILED = 0, /* the compiler's choice: rows; bands of 8 rows for 2-D tile.mma kernels */
+    BT_TILE_ORDER_ROW = 1,      /* row-major, the last axis fastest */
+    BT_TILE_ORDER_GROUPED = 2   /* bands of `group` tile rows, each walked column by column (2-D) */
+} bt_tile_order;
+
+typedef struct bt_tile_schedule {
+    int32_t order;      /* a bt_tile_order */
+    int32_t group;      /* tile rows per band of the grouped order (0: 8); 0 otherwise */
+    int32_t persistent; /* 1: about one wave of blocks, each looping over tiles; else 0 */
+} bt_tile_schedule;
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -421,10 +421,17 @@ class Partition {
 public:
     using Extents = typename TileTensor<T, Rank>::Extents;
 
-    Partition(TileTensor<T, Rank>&& tensor, const Extents& tile_shape)
-        : tensor_(detail::take(std::move(check(tensor, tile_shape)), "a partition (buildtile::partition)")),
-          tile_shape_(tile_shape)
+    Partition(TileTensor<T, Rank>&& tensor, const Extents& tile_shape, const bt_tile_schedule& schedule = {})
+        : tensor_(detail::take(std::move(check(tensor, tile_shape, schedule)), "a partition (buildtile::partition)")),
+          tile_shape_(tile_shape), schedule_(schedule)
     {
+    }
+
+    /// The order its tiles are visited in, and whether the launch is persistent (abi.h).
+    const bt_tile_schedule& schedule() const
+    {
+        live();
+        return schedule_;
     }
 
     bool moved() const noexcept { return tensor_.moved(); }
@@ -466,7 +473,8 @@ private:
 
     void live() const { detail::tile_access::check_live(tensor_, "Partition"); }
 
-    static TileTensor<T, Rank>& check(TileTensor<T, Rank>& tensor, const Extents& tile_shape)
+    static TileTensor<T, Rank>& check(TileTensor<T, Rank>& tensor, const Extents& tile_shape,
+                                      const bt_tile_schedule& schedule)
     {
         tensor.shape();  // partitioning a moved-from tensor throws BT0382
         for (int d = 0; d < Rank; ++d)
@@ -474,20 +482,37 @@ private:
                 throw Error(BT_ERR_CONTRACT, detail::code_text(BT_ERR_CONTRACT) +
                                                  ": tile extents must be at least 1, got tile shape " +
                                                  detail::extents_text(tile_shape.data(), Rank));
+        const char* bad = nullptr;  // the launcher words the same refusals (bt_tile.c)
+        if (schedule.order < BT_TILE_ORDER_COMPILED || schedule.order > BT_TILE_ORDER_GROUPED)
+            bad = "unknown tile order: `order` is not a bt_tile_order";
+        else if (schedule.order != BT_TILE_ORDER_GROUPED && schedule.group != 0)
+            bad = "`group` is an option of the grouped order";
+        else if (schedule.group < 0)
+            bad = "`group` must be at least 1 (tile rows per band)";
+        else if (schedule.order == BT_TILE_ORDER_GROUPED && Rank != 2)
+            bad = "the grouped order is an order of 2-D tile grids";
+        else if (schedule.persistent != 0 && schedule.persistent != 1)
+            bad = "`persistent` is 1 or 0";
+        if (bad != nullptr)
+            throw Error(BT_ERR_CONTRACT, detail::code_text(BT_ERR_CONTRACT) + ": " + bad);
         return tensor;
     }
 
     TileTensor<T, Rank> tensor_;
     Extents tile_shape_;
+    bt_tile_schedule schedule_;
 };
 
 /// `buildtile::partition(std::move(z), {128})`: z cut into tiles of 128 (z is moved from).
 /// The shape is not deduced from (T and Rank come from the tensor), so a braced list and a
 /// `std::array<std::int64_t, N>` variable both work.
+/// A schedule (`{BT_TILE_ORDER_GROUPED, 8, 0}`, `{BT_TILE_ORDER_ROW, 0, 1}`) chooses how a launch
+/// visits the tiles; a bad one throws Error (BT0600) here.
 template <class T, int Rank>
-Partition<T, Rank> partition(TileTensor<T, Rank>&& tensor, const typename TileTensor<T, Rank>::Extents& tile_shape)
+Partition<T, Rank> partition(TileTensor<T, Rank>&& tensor, const typename TileTensor<T, Rank>::Extents& tile_shape,
+                             const bt_tile_schedule& schedule = {})
 {
-    return Partition<T, Rank>(std::move(tensor), tile_shape);
+    return Partition<T, Rank>(std::move(tensor), tile_shape, schedule);
 }
 
 }  // namespace buildtile

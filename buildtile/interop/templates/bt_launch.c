@@ -36,6 +36,7 @@ enum {
     BT_CU_ATTR_CC_MAJOR = 75,
     BT_CU_ATTR_CC_MINOR = 76,
     BT_CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN = 97,
+    BT_CU_ATTR_MULTIPROCESSOR_COUNT = 16,
     BT_CU_FUNC_MAX_DYNAMIC_SHARED = 8,
     BT_CU_JIT_ERROR_LOG_BUFFER = 5,
     BT_CU_JIT_ERROR_LOG_BUFFER_SIZE = 6,
@@ -175,6 +176,7 @@ struct bt_loaded {
     int max_block[3];
     int max_grid[3];
     int max_shared;                /* dynamic shared memory after opting in */
+    int multiprocessors;           /* SMs: a persistent Tile launch's wave */
     bt_loaded* next;
     bt_CUfunction functions[];     /* one per module symbol */
 };
@@ -235,6 +237,7 @@ static int bt_device_facts(const bt_kernel* k, bt_CUdevice dev, bt_loaded* e)
         {BT_CU_ATTR_MAX_GRID_DIM_X + 1, &e->max_grid[1]},
         {BT_CU_ATTR_MAX_GRID_DIM_X + 2, &e->max_grid[2]},
         {BT_CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, &e->max_shared},
+        {BT_CU_ATTR_MULTIPROCESSOR_COUNT, &e->multiprocessors},
     };
     for (size_t i = 0; i < sizeof facts / sizeof facts[0]; ++i) {
         bt_CUresult r = bt_cu.cuDeviceGetAttribute(facts[i].value, facts[i].attribute, dev);
@@ -560,6 +563,28 @@ static int bt_launch_in(const bt_kernel* k, const bt_launch_config* cfg, const u
     if (r != 0)
         return bt_cuda_fail(r, k->name, "cuLaunchKernel");
     return BT_OK;
+}
+
+int bt_multiprocessors(const bt_kernel* k, const bt_arg* args, int* count)
+{
+    int status = bt_driver();
+    if (status != BT_OK)
+        return status;
+    bt_CUcontext ctx;
+    int pushed;
+    const bt_loaded* e;
+    status = bt_context(k, args, &ctx, &pushed, &e);
+    if (status != BT_OK)
+        return status;
+    if (e == NULL)   /* the module's first use in this context: load it (its facts come with it) */
+        status = bt_module_in(k, ctx, &e);
+    if (status == BT_OK)
+        *count = e->multiprocessors;
+    if (pushed) {
+        bt_CUcontext popped;
+        bt_cu.cuCtxPopCurrent_v2(&popped);
+    }
+    return status;
 }
 
 int bt_launch(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* block,

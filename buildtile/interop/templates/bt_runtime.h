@@ -123,6 +123,7 @@ typedef struct bt_tile {
     int grid_buffer;           /* index into kernel->buffers */
     const int64_t* shape;      /* the grid output's tile extents, one per axis */
     int rank;                  /* 0 to 5 */
+    int takes_schedule;        /* the kernel takes the trailing int64 tile schedule (abi.TILE_SCHEDULE) */
 } bt_tile;
 
 /* A Tile launcher's checks before `requires` (bt_tile.c): cfg, no tensor
@@ -130,10 +131,16 @@ typedef struct bt_tile {
 BT_INTERNAL int bt_tile_prepare(const bt_kernel* kernel, const bt_launch_config* cfg,
                                 const DLTensor* const* tensors, bt_arg* args);
 
-/* The grid of a Tile launch, one block per tile, into `launch` (cfg with
- * that grid); *empty is set when the output has no tile (nothing to launch). */
+/* The grid of a Tile launch over the tiles of its grid output, into `launch`
+ * (cfg with that grid), and the kernel's trailing tile schedule for
+ * `schedule` (NULL: the defaults) into *word; *empty is set when the output
+ * has no tile (nothing to launch). */
 BT_INTERNAL int bt_tile_grid(const bt_kernel* kernel, const bt_tile* tile, const bt_launch_config* cfg,
-                             const bt_arg* args, bt_launch_config* launch, int* empty);
+                             const bt_tile_schedule* schedule, const bt_arg* args, bt_launch_config* launch,
+                             int* empty, int64_t* word);
+
+/* The SMs of the device the arguments live on (a persistent launch's wave). */
+BT_INTERNAL int bt_multiprocessors(const bt_kernel* kernel, const bt_arg* args, int* count);
 
 /* Whether the `n` extents at `given` equal those at `compiled`. */
 BT_INTERNAL int bt_tile_shape_is(const int64_t* given, const int64_t* compiled, int n);

@@ -1,9 +1,9 @@
 /*
  * What Tile launchers add to the checks of bt_checks.c: each argument is
- * owned by the launch (no tensor twice), the grid is one block per tile of
- * the grid output (computed here, not taken from the caller), and the
+ * owned by the launch (no tensor twice), the grid covers the tiles of the
+ * grid output (computed here, not taken from the caller), and the
  * dispatching launcher's refusal of a tile shape nobody compiled. Nothing
- * here touches the driver.
+ * here touches the driver but a persistent launch, which asks for the SMs.
  */
 #include "bt_runtime.h"
 
@@ -64,31 +64,141 @@ int bt_tile_prepare(const bt_kernel* k, const bt_launch_config* cfg, const DLTen
     return status;
 }
 
-int bt_tile_grid(const bt_kernel* k, const bt_tile* tile, const bt_launch_config* cfg, const bt_arg* args,
-                 bt_launch_config* launch, int* empty)
+/* The launch grid over `counts` tiles (axis order), the Python host's rule (runtime/tile/grid.py):
+ * the natural grid (the last axis along x, the one before along y, the rest along z, axis
+ * rank-3 fastest) when it fits; else, for two or three axes, the tiles in row-major order with x = min(total,
+ * 2^31 - 1) and the rest spilled into y, then z (the blocks past the last tile return at once).
+ * Returns 0 when no grid fits. */
+static int bt_tile_launch_grid(const uint64_t* counts, int rank, uint64_t* grid)
 {
+    int fits = 1, empty = 0;
+    uint64_t total = 1;
+    grid[0] = grid[1] = grid[2] = 1;
+    for (int along = 0; along < rank; ++along) {
+        /* the axes before rank-3 (rank-4/5 outputs) fold into z, axis rank-3 fastest */
+        const uint64_t n = counts[rank - 1 - along];
+        const int d = along < 2 ? along : 2;
+        if (n != 0 && grid[d] > UINT64_MAX / n)
+            return 0;
+        grid[d] *= n;
+        empty |= n == 0;
+    }
+    for (int d = 0; d < 3; ++d)
+        fits &= grid[d] <= bt_max_grid[d];
+    if (empty || fits)
+        return 1;
+    if (rank < 2)
+        return 0;
+    for (int d = 0; d < rank; ++d) {
+        if (total > UINT64_MAX / counts[d])
+            return 0; /* past x * y * z blocks in any case */
+        total *= counts[d];
+    }
+    grid[0] = total < bt_max_grid[0] ? total : bt_max_grid[0];
+    const uint64_t rest = (total - 1) / grid[0] + 1;
+    grid[1] = rest < bt_max_grid[1] ? rest : bt_max_grid[1];
+    grid[2] = (rest - 1) / grid[1] + 1;
+    return grid[2] <= bt_max_grid[2];
+}
+
+/* Threads and blocks one SM holds, and the shared memory a block may use there (grid.py's figures). */
+enum { BT_SM_THREADS = 2048, BT_SM_BLOCKS = 32, BT_SM_SHARED_BYTES = 227 * 1024 };
+
+/* The persistent grid along x: min(tiles, SMs x blocks per SM), as grid.persistent_grid. */
+static uint64_t bt_tile_persistent_x(const bt_kernel* k, uint64_t total, int sms)
+{
+    const uint64_t threads = (uint64_t)k->block[0] * k->block[1] * k->block[2];
+    uint64_t fit = BT_SM_THREADS / (threads ? threads : 1);
+    if (fit > BT_SM_BLOCKS)
+        fit = BT_SM_BLOCKS;
+    if (k->dynamic_shared && fit > BT_SM_SHARED_BYTES / k->dynamic_shared)
+        fit = BT_SM_SHARED_BYTES / k->dynamic_shared;
+    if (fit < 1)
+        fit = 1;
+    uint64_t wave = (uint64_t)(sms > 0 ? sms : 1) * fit;
+    if (wave > bt_max_grid[0])
+        wave = bt_max_grid[0];
+    return total < wave ? total : wave;
+}
+
+/* The kernel's trailing tile schedule for `s` (abi.TILE_SCHEDULE): -1 the compiler's order, 1 rows,
+ * G > 1 bands of G rows; a bad option is BT0600 naming it, as tile.partition words it. */
+static int bt_tile_schedule_word(const bt_kernel* k, const bt_tile* tile, const bt_tile_schedule* s, int64_t* word)
+{
+    static const char* const orders = "pass BT_TILE_ORDER_COMPILED, BT_TILE_ORDER_ROW or BT_TILE_ORDER_GROUPED";
+    *word = -1;
+    if (s == NULL)
+        return BT_OK;
+    if (s->order < BT_TILE_ORDER_COMPILED || s->order > BT_TILE_ORDER_GROUPED)
+        return bt_fail(BT_ERR_CONTRACT, orders, "unknown tile order: `order` is %d", (int)s->order);
+    if (s->order != BT_TILE_ORDER_GROUPED && s->group != 0)
+        return bt_fail(BT_ERR_CONTRACT, "pass order = BT_TILE_ORDER_GROUPED with a group, or group = 0",
+                       "`group` is an option of the grouped order, but `order` is %d", (int)s->order);
+    if (s->group < 0)
+        return bt_fail(BT_ERR_CONTRACT, "pass a positive int, such as 8 (0: 8)",
+                       "`group` must be at least 1 (tile rows per band), got %d", (int)s->group);
+    if (s->order == BT_TILE_ORDER_GROUPED && tile->rank != 2)
+        return bt_fail(BT_ERR_CONTRACT, "pass order = BT_TILE_ORDER_ROW or BT_TILE_ORDER_COMPILED for this partition",
+                       "the grouped order is an order of 2-D tile grids, but the tile shape has %d ax%s",
+                       tile->rank, tile->rank == 1 ? "is" : "es");
+    if (s->persistent != 0 && s->persistent != 1)
+        return bt_fail(BT_ERR_CONTRACT, NULL, "`persistent` is 1 or 0, got %d", (int)s->persistent);
+    const int chosen = s->order != BT_TILE_ORDER_COMPILED || s->persistent;
+    if (chosen && !tile->takes_schedule)
+        return bt_fail(BT_ERR_CONTRACT, "rebuild the kernel's package with this buildtile, or launch it without "
+                       "a schedule", "launch contract violated: kernel `%s` visits its tiles in the order it was "
+                       "compiled with, but the launch asks for another schedule", k->name);
+    if (s->order == BT_TILE_ORDER_ROW)
+        *word = 1;
+    else if (s->order == BT_TILE_ORDER_GROUPED)
+        *word = s->group ? s->group : 8;
+    return BT_OK;
+}
+
+int bt_tile_grid(const bt_kernel* k, const bt_tile* tile, const bt_launch_config* cfg,
+                 const bt_tile_schedule* schedule, const bt_arg* args, bt_launch_config* launch, int* empty,
+                 int64_t* word)
+{
+    int status = bt_tile_schedule_word(k, tile, schedule, word);
+    if (status != BT_OK)
+        return status;
     const bt_arg* out = &args[tile->grid_buffer];
     const char* name = k->buffers[tile->grid_buffer].name;
-    /* along x, y, z: axis rank-1 runs along x; the axes before rank-3 of a rank-4/5 output fold into z */
-    uint64_t counts[3] = {1, 1, 1};
+    uint64_t tiles[5] = {1, 1, 1, 1, 1}; /* per axis of the grid output */
+    uint64_t counts[3];            /* the launch grid, along x, y, z */
     *empty = 0;
-    for (int axis_from_end = 0; axis_from_end < tile->rank; ++axis_from_end) {
-        const int axis = tile->rank - 1 - axis_from_end;
-        const int along = axis_from_end < 2 ? axis_from_end : 2;
+    for (int axis = 0; axis < tile->rank; ++axis) {
         const int64_t n = out->shape[axis];
-        counts[along] *= n == 0 ? 0 : (uint64_t)((n - 1) / tile->shape[axis]) + 1;
-        if (counts[along] == 0)
+        tiles[axis] = n == 0 ? 0 : (uint64_t)((n - 1) / tile->shape[axis]) + 1;
+        if (tiles[axis] == 0)
             *empty = 1;
-        if (counts[along] > bt_max_grid[along]) {
-            char shape[160], tiles[160];
-            bt_format_extents(shape, sizeof shape, out->shape, tile->rank);
-            bt_format_extents(tiles, sizeof tiles, tile->shape, tile->rank);
+    }
+    if (!bt_tile_launch_grid(tiles, tile->rank, counts)) {
+        char shape[160], extents[160], need[96];
+        bt_format_extents(shape, sizeof shape, out->shape, tile->rank);
+        bt_format_extents(extents, sizeof extents, tile->shape, tile->rank);
+        if (tile->rank == 1)
             return bt_fail(BT_ERR_CONTRACT, "partition the output into larger tiles (a compiled specialization)",
-                           "launch contract violated: kernel `%s` needs %llu tiles along axis %d of `%s` (shape %s, "
-                           "tile shape %s), but CUDA allows at most %llu blocks along %c", k->name,
-                           (unsigned long long)counts[along], axis, name, shape, tiles,
-                           (unsigned long long)bt_max_grid[along], "xyz"[along]);
-        }
+                           "launch contract violated: kernel `%s` needs %llu tiles along axis 0 of `%s` (shape %s, "
+                           "tile shape %s), but CUDA runs at most %llu blocks along x", k->name,
+                           (unsigned long long)tiles[0], name, shape, extents, (unsigned long long)bt_max_grid[0]);
+        size_t used = 0;
+        for (int axis = 0; axis < tile->rank && used < sizeof need; ++axis)
+            used += (size_t)snprintf(need + used, sizeof need - used, "%s%llu", axis ? " x " : "",
+                                     (unsigned long long)tiles[axis]);
+        return bt_fail(BT_ERR_CONTRACT, "partition the output into larger tiles (a compiled specialization)",
+                       "launch contract violated: kernel `%s` needs %s tiles of `%s` (shape %s, tile shape %s), "
+                       "but CUDA runs at most %llu x %llu x %llu blocks", k->name, need, name, shape, extents,
+                       (unsigned long long)bt_max_grid[0], (unsigned long long)bt_max_grid[1],
+                       (unsigned long long)bt_max_grid[2]);
+    }
+    if (schedule != NULL && schedule->persistent && !*empty) {
+        int sms = 0;
+        status = bt_multiprocessors(k, args, &sms);
+        if (status != BT_OK)
+            return status;
+        counts[0] = bt_tile_persistent_x(k, tiles[0] * tiles[1] * tiles[2] * tiles[3] * tiles[4], sms);
+        counts[1] = counts[2] = 1;
     }
     const uint32_t* g = cfg->grid;
     const int given = g[0] != 0 || g[1] != 0 || g[2] != 0;

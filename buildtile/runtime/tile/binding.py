@@ -16,7 +16,7 @@ in order:
 5. no output overlapping any other argument (BT0502);
 6. the partitions' tile shapes are a compiled specialization (BT0600);
 7. the contract's ``requires`` relations (BT0600);
-8. the tile grid fits CUDA's limits (BT0600).
+8. some launch grid CUDA allows covers the tiles (BT0600; grid.py).
 
 The wording is the SIMT runtime's (:mod:`buildtile.runtime.refusals`).
 Nothing here calls the driver except :func:`settle_device`, which asks it
@@ -34,8 +34,8 @@ from buildtile.runtime import refusals
 from buildtile.runtime.arrays import ArrayView, array_view
 from buildtile.runtime.contract import MAX_GRID, Dim3
 from buildtile.runtime.dtypes import ScalarRefused, describe_value, scalar_converter
-from buildtile.runtime.tile.grid import tile_grid
-from buildtile.runtime.tile.handles import OwnedHandle, Partition, TileTensor
+from buildtile.runtime.tile.grid import launch_grid, persistent_grid, tile_counts
+from buildtile.runtime.tile.handles import OwnedHandle, Partition, TileSchedule, TileTensor
 from buildtile.runtime.tile.signature import TileSignature
 
 
@@ -51,6 +51,16 @@ class TileBinding:
     views: tuple                      # per parameter: its ArrayView (keeps DLPack capsules alive), or None
     device: int | None                # set by settle_device; None while unknown
     stream: int                       # the stream DLPack producers were asked to make data ready on
+    persistent: bool = False          # the grid is one wave of blocks (set_persistent_grid)
+
+
+def set_persistent_grid(sig: TileSignature, binding: TileBinding, sms: int) -> None:
+    """A persistent launch's grid, once the device's SM count is known (grid.persistent_grid)."""
+    if not binding.persistent or 0 in binding.grid:
+        return
+    spec = binding.specialization
+    counts = tile_counts(tuple(binding.views[sig.grid_param.index].shape), spec.tile_shape_of(sig.grid_param.name))
+    binding.grid = persistent_grid(counts, sms, spec.block[0] * spec.block[1] * spec.block[2], spec.shared_bytes)
 
 
 def bind(sig: TileSignature, args: tuple, stream: int) -> TileBinding:
@@ -76,6 +86,7 @@ def bind(sig: TileSignature, args: tuple, stream: int) -> TileBinding:
     _refuse_overlaps(sig, views)
 
     spec = sig.specialization_for({p.name: handles[p.index].tile_shape for p in sig.outs})
+    schedule = _schedule(sig, handles)
     _check_requires(sig, env)
     grid = _grid(sig, spec, views[sig.grid_param.index])
 
@@ -87,8 +98,11 @@ def bind(sig: TileSignature, args: tuple, stream: int) -> TileBinding:
             values += value.strides
         else:
             values.append(value)
+    if sig.takes_schedule:
+        values.append(schedule.word)
     returned = tuple(objects[k] if p.is_array else args[k] for k, p in enumerate(sig.params))
-    return TileBinding(spec, grid, tuple(values), returned, handles, tuple(views), None, stream)
+    return TileBinding(spec, grid, tuple(values), returned, handles, tuple(views), None, stream,
+                       schedule.persistent)
 
 
 def settle_device(sig: TileSignature, binding: TileBinding,
@@ -210,18 +224,43 @@ def _check_requires(sig: TileSignature, env: list) -> None:
         raise refusals.requirement_violated(sig.name, sig.requirements[failed], env)
 
 
+def _schedule(sig: TileSignature, handles: tuple) -> TileSchedule:
+    """The grid output's tile schedule. Another output's partition cannot choose one (the grid
+    output's tiles fix the order), nor can a kernel built before kernels took one."""
+    for p in sig.outs:
+        schedule = handles[p.index].schedule
+        if schedule == TileSchedule():
+            continue
+        if p is not sig.grid_param:
+            raise ContractError(
+                f"launch contract violated: kernel `{sig.name}` visits the tiles of `{sig.grid_param.name}`, so "
+                f"the partition of `{p.name}` cannot choose their order ({schedule.describe()})",
+                help=f"give `order` and `persistent` to the partition of `{sig.grid_param.name}`")
+        if not sig.takes_schedule:
+            raise ContractError(
+                f"launch contract violated: kernel `{sig.name}` visits its tiles in the order it was compiled "
+                f"with, but the partition of `{p.name}` asks for {schedule.describe()}",
+                help=f"rebuild the kernel's package with this buildtile, or partition `{p.name}` without "
+                     "`order`, `group` and `persistent`")
+    return handles[sig.grid_param.index].schedule
+
+
 def _grid(sig: TileSignature, spec: SpecializationRecord, view: ArrayView) -> Dim3:
-    """One block per tile of the grid parameter; refused past CUDA's grid limits."""
+    """The launch grid over the tiles of the grid parameter (grid.py's rule); BT0600 when no grid
+    CUDA allows holds them."""
     p = sig.grid_param
     shape, tiles = tuple(view.shape), spec.tile_shape_of(p.name)
-    grid = tile_grid(shape, tiles)
-    for axis, (n, limit) in enumerate(zip(grid, MAX_GRID)):
-        if n > limit:
-            raise ContractError(
-                f"launch contract violated: kernel `{sig.name}` needs {n} tiles along axis "
-                f"{p.rank - 1 - axis} of `{p.name}` (shape {shape}, tile shape {tiles}), but CUDA allows at "
-                f"most {limit} blocks along {'xyz'[axis]}",
-                help="partition the output into larger tiles (a compiled specialization)")
+    counts = tile_counts(shape, tiles)
+    grid = launch_grid(counts)
+    if grid is None:
+        if len(counts) == 1:
+            why, limit = f"{counts[0]} tiles along axis 0 of `{p.name}`", f"{MAX_GRID[0]} blocks along x"
+        else:
+            why, limit = f"{' x '.join(map(str, counts))} tiles of `{p.name}`", " x ".join(map(str, MAX_GRID)) + " blocks"
+        raise ContractError(
+            f"launch contract violated: kernel `{sig.name}` needs {why} (shape {shape}, tile shape {tiles}), "
+            f"but CUDA runs at most {limit}",
+            help="partition the output into larger tiles (a compiled specialization)")
     return grid
 
 

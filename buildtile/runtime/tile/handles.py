@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from buildtile.errors import ContractError, MovedError, TypeMismatchError
+from buildtile.interop.abi import COMPILED_ORDER
 from buildtile.runtime.dtypes import describe_value
 from buildtile.runtime.tile.grid import tile_counts
 
@@ -184,9 +185,9 @@ class TileTensor(OwnedHandle):
     def __dlpack_device__(self):
         return self.live_array("asking its `__dlpack_device__()`").__dlpack_device__()
 
-    def partition(self, tile_shape) -> Partition:
-        """``tile.partition(self, tile_shape)``: moves this handle into a partition."""
-        return partition(self, tile_shape)
+    def partition(self, tile_shape, **schedule) -> Partition:
+        """``tile.partition(self, tile_shape, ...)``: moves this handle into a partition."""
+        return partition(self, tile_shape, **schedule)
 
     def __getattr__(self, name: str):
         # only reached for names the class does not define: those are the array's
@@ -220,14 +221,21 @@ def tensor(array: object, *, name: str | None = None) -> TileTensor:
 class Partition(OwnedHandle):
     """An array and the shape of the tiles it is cut into (see the module docstring)."""
 
-    __slots__ = ("_shape", "_tile_shape")
+    __slots__ = ("_schedule", "_shape", "_tile_shape")
     _kind = "Partition"
 
     def __init__(self, array: object, tile_shape: tuple[int, ...], shape: tuple[int, ...],
-                 name: str | None = None) -> None:
+                 name: str | None = None, schedule: TileSchedule | None = None) -> None:
         super().__init__(array, name)
         self._tile_shape = tile_shape
         self._shape = shape
+        self._schedule = schedule if schedule is not None else TileSchedule()
+
+    @property
+    def schedule(self) -> TileSchedule:
+        """The order the tiles are visited in, and whether the launch is persistent."""
+        self.live_array("reading `.schedule`")
+        return self._schedule
 
     @property
     def tile_shape(self) -> tuple[int, ...]:
@@ -263,15 +271,54 @@ class Partition(OwnedHandle):
         if self._moved is not None:
             return f"<Partition {self._label(self._moved)} moved into {self._moved.into}>"
         named = f" `{self._name}`" if self._name else ""
-        return f"<Partition{named} of shape {self._shape} into tiles of {self._tile_shape}>"
+        order = "" if self._schedule == TileSchedule() else f" ({self._schedule.describe()})"
+        return f"<Partition{named} of shape {self._shape} into tiles of {self._tile_shape}{order}>"
 
 
-def partition(array: object, tile_shape) -> Partition:
+#: the tile orders a partition may ask for
+TILE_ORDERS = ("row", "grouped")
+#: tile rows a band of the grouped order holds when ``group`` is not given (Triton's GROUP_M)
+DEFAULT_GROUP = 8
+
+
+@dataclass(frozen=True)
+class TileSchedule:
+    """How a launch visits a partition's tiles (docs/tile.md, "Grids, orders and persistent launch").
+
+    ``order=None``: the order the compiler chose (row order; bands of 8 rows for 2-D
+    ``tile.mma`` kernels). ``order="row"``: row-major, the last axis fastest.
+    ``order="grouped"``: bands of ``group`` tile rows, each walked column by column (2-D
+    partitions, for L2 reuse). ``persistent``: about one wave of blocks, each looping over
+    tiles. Every choice is a bijection of the tiles, so ownership is the same.
+    """
+
+    order: str | None = None
+    group: int = 0            # tile rows per band of the grouped order; 0 otherwise
+    persistent: bool = False
+
+    @property
+    def word(self) -> int:
+        """The kernel's trailing ``tile_schedule`` parameter (interop.abi.TILE_SCHEDULE)."""
+        if self.order is None:
+            return COMPILED_ORDER
+        return self.group if self.order == "grouped" else 1
+
+    def describe(self) -> str:
+        parts = [] if self.order is None else [f"order={self.order!r}"]
+        parts += [f"group={self.group}"] if self.order == "grouped" else []
+        return ", ".join(parts + (["persistent=True"] if self.persistent else []))
+
+
+def partition(array: object, tile_shape, *, order: str | None = None, group: int | None = None,
+              persistent: bool = False) -> Partition:
     """Cut ``array`` (a TileTensor, which is moved, or any CUDA array) into tiles of ``tile_shape``.
 
     ``tile_shape`` holds one positive int per axis of the array (an int is
-    accepted for 1-D arrays). Refusals are BT0600 (the tile shape) and BT0308
-    (not an array); nothing is moved when one is raised.
+    accepted for 1-D arrays). ``order`` (None: the compiler's choice; "row";
+    "grouped", with ``group`` tile rows per band, 8 by default) and
+    ``persistent`` choose how a launch visits the tiles (:class:`TileSchedule`). Refusals are BT0600 (the tile
+    shape, an option) and BT0308 (not an array); nothing is moved when one is
+    raised.
     """
     if isinstance(array, Partition):
         raise ContractError(
@@ -284,13 +331,40 @@ def partition(array: object, tile_shape) -> Partition:
         TileTensor(raw)  # the same check of what an array is
     shape = array_shape(raw)
     tiles = _tile_shape(tile_shape, shape)
+    schedule = _schedule(order, group, persistent, len(tiles))
     name = handle._name if handle is not None else None
     if handle is not None:
         move_all([(handle, MoveSite(f"a partition (tile shape {tiles})",
                                      help="use the partition; a launch gives the tensor back from "
                                           "`.sync_on(stream)`, and `partition.into_tensor()` returns it unlaunched"))],
                  "partitioning it")
-    return Partition(raw, tiles, shape, name)
+    return Partition(raw, tiles, shape, name, schedule)
+
+
+def _schedule(order, group, persistent, rank: int) -> TileSchedule:
+    """The options of ``tile.partition`` as a :class:`TileSchedule`, each bad one refused by name."""
+    if order is not None and (not isinstance(order, str) or order not in TILE_ORDERS):
+        raise ContractError(
+            f"unknown tile order: `order` is {order!r}",
+            help=f"pass one of {', '.join(repr(o) for o in TILE_ORDERS)} "
+                 "(\"grouped\" visits bands of `group` tile rows, for L2 reuse)")
+    if group is not None:
+        if order != "grouped":
+            raise ContractError(f"`group` is an option of the grouped order, but `order` is {order!r}",
+                                help="pass `order=\"grouped\", group=...`, or leave `group` out")
+        if isinstance(group, bool) or not isinstance(group, int):
+            raise ContractError(f"`group` is a number of tile rows, an int, got {describe_value(group)}",
+                                help=f"pass a positive int, such as {DEFAULT_GROUP}")
+        if group <= 0:
+            raise ContractError(f"`group` must be at least 1 (tile rows per band), got {group}",
+                                help=f"pass a positive int, such as {DEFAULT_GROUP}")
+    if order == "grouped" and rank != 2:
+        raise ContractError(f"the grouped order is an order of 2-D tile grids, but the tile shape has {rank} "
+                            f"ax{'is' if rank == 1 else 'es'}",
+                            help="leave `order` out (row order) for this partition")
+    if not isinstance(persistent, bool):
+        raise ContractError(f"`persistent` is True or False, got {describe_value(persistent)}")
+    return TileSchedule(order, (DEFAULT_GROUP if group is None else group) if order == "grouped" else 0, persistent)
 
 
 def _tile_shape(tile_shape, shape: tuple[int, ...]) -> tuple[int, ...]:

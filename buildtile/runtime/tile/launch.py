@@ -35,7 +35,7 @@ from buildtile.runtime import bounds
 from buildtile.runtime.driver import get_driver
 from buildtile.runtime.package import KernelFunction
 from buildtile.runtime.streams import default_stream, stream_handle
-from buildtile.runtime.tile.binding import TileBinding, bind, settle_device
+from buildtile.runtime.tile.binding import TileBinding, bind, set_persistent_grid, settle_device
 from buildtile.runtime.tile.handles import MoveSite, arrays_of, give_back, move_all
 
 _PENDING, _LAUNCHED, _CANCELLED = "pending", "launched", "cancelled"
@@ -55,6 +55,8 @@ def checked_launch(kernel, args: tuple) -> PendingLaunch:
     if device is None:  # only empty arrays: the calling thread's device
         device = driver.current_device()
     function = kernel.function_for(binding.specialization, device)
+    if binding.persistent:
+        set_persistent_grid(sig, binding, driver.multiprocessor_count(device))
     names = [p.name for p in sig.params]
     move_all([(handle, MoveSite.launch(sig.name, p.name, names))
               for p, handle in zip(sig.params, binding.handles) if handle is not None],
@@ -98,7 +100,7 @@ class PendingLaunch:
 
     @property
     def grid(self) -> tuple[int, int, int]:
-        """Blocks along x, y, z: one per tile of the grid parameter (a 0: nothing to launch)."""
+        """Blocks along x, y, z over the tiles of the grid parameter (grid.py; a 0: nothing to launch)."""
         return self._binding.grid
 
     @property

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from buildtile.errors import ContractError
+from buildtile.interop.abi import TILE_SCHEDULE
 from buildtile.interop.manifest import KernelRecord, ParamRecord, SpecializationRecord, malformed
 from buildtile.runtime.contract import LaunchContract, check_block_limits
 from buildtile.runtime.requires import Requirement, combined_check
@@ -37,7 +38,9 @@ class TileSignature:
         self.requirements: tuple[Requirement, ...] = compile_requirements(record)
         #: env -> index of the first relation that fails, or -1 (None without relations)
         self.check_requires = combined_check(self.requirements)
-        self.layout = ParamLayout.of(record)
+        #: the trailing tile schedule, after the declared parameters (interop.abi.TILE_SCHEDULE)
+        self.takes_schedule: bool = tile.takes_schedule  # type: ignore[union-attr]
+        self.layout = ParamLayout.of(record, trailing=[TILE_SCHEDULE] if self.takes_schedule else [])
         self.grid_param: ParamRecord = next(p for p in self.outs if p.name == tile.grid_param)  # type: ignore[union-attr]
         self.specializations: tuple[SpecializationRecord, ...] = tile.specializations  # type: ignore[union-attr]
         for i, spec in enumerate(self.specializations):
