@@ -81,6 +81,7 @@ def tile_kernels() -> list[dict]:
         ]),
         tile_record(MODULE, "fill5d", [("v", "tile_out", "i8", 5)], [
             dict(tiles={"v": [1, 2, 2, 4, 8]}, block=64, ptx=add_1d_ptx(entry("fill5d", "__t1x2x2x4x8"), 8, 64)),
+        ]),
         # as kernels are compiled now: the trailing tile schedule after the declared parameters
         tile_record(MODULE, "sched", [("x", "tensor", "f32", 2), ("z", "tile_out", "f32", 2)], [
             dict(tiles={"z": [64, 64]}, block=256, shared_bytes=64 * 1024, schedule=True,
@@ -235,9 +236,9 @@ def test_every_specialization_and_the_dispatcher_are_exported(shim_path):
                     f"bt_{entry('stats', '__t8x8_8')}", f"bt_{entry('stats', '__t16x16_16')}",
                     f"bt_{entry('stats')}_tiled",
                     f"bt_{entry('fill3d', '__t2x4x8')}", f"bt_{entry('fill3d')}_tiled",
-                    f"bt_{entry('fill5d', '__t1x2x2x4x8')}", f"bt_{entry('fill5d')}_tiled"}
+                    f"bt_{entry('fill5d', '__t1x2x2x4x8')}", f"bt_{entry('fill5d')}_tiled",
                     f"bt_{entry('sched', '__t64x64')}", f"bt_{entry('sched')}_tiled",
-                    *(f"bt_{entry(k)}_scheduled" for k in ("add", "double2d", "stats", "fill3d", "sched"))}
+                    *(f"bt_{entry(k)}_scheduled" for k in ("add", "double2d", "stats", "fill3d", "fill5d", "sched"))}
     assert "bt_example_kernels_ops__vecadd" in exported  # SIMT kernels beside them (hand-made records)
 
 
