@@ -15,7 +15,7 @@ from collections import Counter
 
 from buildtile.backend import KernelSource
 from buildtile.backends.common.typer import Abort
-from buildtile.backends.tile import ir
+from buildtile.backends.tile import chunks, ir
 from buildtile.backends.tile.operations import MATH, TileOperations
 from buildtile.backends.tile.params import TILE_MODULE, TYPES_MODULE, parse_param_type
 from buildtile.backends.tile.types import BOOL, I64, ArrayT, Scalar, ShapeT, TileIdT, TileT, Weak, value_type
@@ -208,9 +208,18 @@ class _Typer(TileOperations):
         if not (isinstance(target, ast.Name) and target.id in self.params and isinstance(self.params[target.id].ty, ArrayT)):
             self.fail("BT0308", target, "`tile.store` writes into an array parameter")
         param = self.params[target.id]
+        self.refuse_index_tiles(args["index"], param)
         index = self.index_list(args["index"], param.ty.rank)
         value = self.expr(args["tile"])
         return self.make_store(param, index, value, call)
+
+    def refuse_index_tiles(self, index: ast.AST, param: ir.Param) -> None:
+        """A tile of indices in a store is a scatter: any block may write any element (BT0499)."""
+        for item in index.elts if isinstance(index, (ast.Tuple, ast.List)) else [index]:
+            if isinstance(self.expr(item).ty, TileT):
+                self.fail("BT0499", item, f"store at data-dependent indices: cannot store into `{param.name}` here",
+                          label="a tile of indices may name elements that another block owns",
+                          help=chunks.SCATTER_HELP.format(param=param.name))
 
     def make_store(self, param: ir.Param, index, value: ir.Expr, call: ast.Call) -> ir.Store:
         ty = param.ty
@@ -220,6 +229,8 @@ class _Typer(TileOperations):
             shape = self.tile_shapes.get(param.name)
             if shape is None:
                 raise Abort   # the specialization itself is invalid (reported elsewhere)
+            if index is not None:
+                shape = chunks.stored_shape(value.ty, shape)
             value = self.as_tile(value, ty.elem, shape, call, f"the tile stored into `{param.name}`")
         elif isinstance(value.ty, TileT):
             value = self.as_tile(value, ty.elem, value.ty.shape, call, "the stored tile")

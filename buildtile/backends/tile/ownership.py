@@ -10,13 +10,17 @@ The rules, in the spirit of Rust's borrow checker:
   names bound once to them (a reassigned name loses its ``TileIdT`` type in
   the typer) -- otherwise BT0499. The stored tile's shape is the tile shape
   (the typer checks), so a store cannot spill into a neighbour's tile.
+* A block may also write its tile in chunks: ``tile.store(z, index, t)``
+  with ``t`` smaller than the tile along an axis indexes in chunk units
+  there, and ``index`` must provably stay among the block's own chunks
+  (``chunks``: ``z.tile_id(axis) * r + k``, ``k`` bounded by ``r``).
 """
 
 from __future__ import annotations
 
 from buildtile.backend import KernelSource
 from buildtile.backends.common.ownership import OwnershipReport, why_not_own
-from buildtile.backends.tile import ir
+from buildtile.backends.tile import chunks, ir
 from buildtile.backends.tile.types import ArrayT, TileIdT
 from buildtile.diagnostics import Diagnostic
 
@@ -25,6 +29,7 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
     params = kernel.param_types
     checked = OwnershipReport(source)
     report = checked.report
+    bindings = chunks.Bindings(kernel)
 
     for stmt in ir.walk_stmts(kernel.body):
         if not isinstance(stmt, ir.Store):
@@ -38,7 +43,20 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
             continue
         if stmt.index is None:
             continue
+        tile_shape = kernel.tile_shapes[stmt.param]
         for axis, idx in enumerate(stmt.index):
+            per_tile = tile_shape[axis] // stmt.value.ty.shape[axis]
+            if per_tile > 1:
+                refusal = chunks.check_chunk_index(bindings, stmt, idx, axis, per_tile)
+                if refusal is not None:
+                    report("BT0499", refusal.node.src or idx.src or stmt.src,
+                           f"chunk store outside this tile's own region: cannot store into `{stmt.param}` here",
+                           refusal.label,
+                           f"a tile of `{stmt.param}` holds {per_tile} chunks of {stmt.value.ty.shape[axis]} along "
+                           f"axis {axis}: index them with `{stmt.param}.tile_id({axis}) * {per_tile} + k`, "
+                           f"`k` in `tile.range({per_tile})`")
+                    break
+                continue
             if not _is_own(idx, stmt.param, axis):
                 report("BT0499", idx.src or stmt.src,
                        f"store outside this tile's own partition: cannot store into `{stmt.param}` here",
