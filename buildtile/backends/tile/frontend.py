@@ -15,7 +15,7 @@ from collections import Counter
 
 from buildtile.backend import KernelSource
 from buildtile.backends.common.typer import Abort
-from buildtile.backends.tile import chunks, ir
+from buildtile.backends.tile import chunks, ir, outputs
 from buildtile.backends.tile.operations import MATH, TileOperations
 from buildtile.backends.tile.params import TILE_MODULE, TYPES_MODULE, parse_param_type
 from buildtile.backends.tile.types import BOOL, I64, ArrayT, Scalar, ShapeT, TileIdT, TileT, Weak, value_type
@@ -86,14 +86,31 @@ class _Typer(TileOperations):
             self.error("BT0308", fn, f"tile kernel `{fn.name}` has no tile.Out parameter",
                        help="a tile kernel writes its results into a tile.Out[T, rank] parameter, "
                             "whose partition fixes the grid")
-        if len({p.ty.rank for p in outs}) > 1:
-            self.error("BT0308", fn, "the tile.Out parameters of one kernel must have the same rank",
-                       help="they share one grid of tiles")
+        if outs:
+            outs = self.order_outputs(outs)
         self.check_returns_nothing(fn, "store results into a tile.Out parameter")
         body = self.copy_reassigned_params(fn, params) + self.block(fn.body)
         self.finalize(body)
         shapes = {p.name: tuple(self.tile_shapes.get(p.name, ())) for p in outs}
         return ir.KernelIR(fn.name, params, dict(self.locals), body, shapes)
+
+    def order_outputs(self, outs: list[ir.Param]) -> list[ir.Param]:
+        """The primary output first (its partition fixes the grid); followers' tile shapes checked."""
+        primary = outputs.primary_output(outs)
+        ordered = [primary] + [p for p in outs if p is not primary]
+        lead = self.tile_shapes.get(primary.name)
+        for p in ordered[1:]:
+            shape = self.tile_shapes.get(p.name)
+            why = None if lead is None or shape is None or p.ty.rank == primary.ty.rank \
+                else outputs.shape_mismatch(primary.name, tuple(lead), p.name, tuple(shape))
+            if why is not None:
+                self.error("BT0308", p.src or self.src.node, f"the tiles of `{p.name}` cannot follow `{primary.name}`'s",
+                           label=why,
+                           help=f"a lower-rank output shares the grid of `{primary.name}` along its leading axes: "
+                                f"declare its tile shape as `{primary.name}`'s there")
+                # type the body against the shape it must have: one error, not one per store
+                self.tile_shapes = {**self.tile_shapes, p.name: tuple(lead[:p.ty.rank])}
+        return ordered
 
     # ------------------------------------------------------------ statements
     def expression_statement(self, node: ast.Expr):

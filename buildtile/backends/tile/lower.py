@@ -16,6 +16,7 @@ Its size is the specialization's ``shared_bytes``.
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -42,7 +43,7 @@ from buildtile.backends.common.llvm import (
     sreg,
     type_suffix,
 )
-from buildtile.backends.tile import exchange, ir, memory, mma, types
+from buildtile.backends.tile import exchange, ir, memory, mma, outputs, types
 from buildtile.backends.tile.exchange import TileVal
 from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.plan import Plan
@@ -204,7 +205,15 @@ class _Emitter:
         else:
             index = [self.scalar(i) for i in s.index]
         origin = [self.b.mul(i, I64(t)) for i, t in zip(index, s.value.ty.shape)]
-        memory.store_tile(self, arr, origin, val.layout, val.regs)
+        primary = outputs.followers(self.kernel.tile_shapes).get(s.param)
+        if primary is None:
+            memory.store_tile(self, arr, origin, val.layout, val.regs)
+            return
+        # a lower-rank output's tile is written by one block: the one at tile 0 along the primary's other axes
+        rank = len(self.kernel.tile_shapes[primary])
+        first = [self.b.icmp_signed("==", self.tile_id(primary, a), I64(0)) for a in range(len(index), rank)]
+        with self.b.if_then(functools.reduce(self.b.and_, first)):
+            memory.store_tile(self, arr, origin, val.layout, val.regs)
 
     def stmt_If(self, s: ir.If) -> None:
         cond = self.scalar(s.cond)
@@ -292,6 +301,9 @@ class _Emitter:
     # ------------------------------------------------------------ grid
     def tile_id(self, param: str, axis: int) -> lir.Value:
         """This block's tile index along ``axis`` of ``param``'s partition (computed once)."""
+        primary = outputs.followers(self.kernel.tile_shapes).get(param)
+        if primary is not None:
+            return self.tile_id(primary, axis)   # a lower-rank output's tile ids are the primary's
         key = (param, axis)
         if key not in self._tile_ids:
             b = self.alloca_builder

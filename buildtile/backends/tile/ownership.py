@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from buildtile.backend import KernelSource
 from buildtile.backends.common.ownership import OwnershipReport, why_not_own
-from buildtile.backends.tile import chunks, ir
+from buildtile.backends.tile import chunks, ir, outputs
 from buildtile.backends.tile.types import ArrayT, TileIdT
 from buildtile.diagnostics import Diagnostic
 
@@ -57,10 +57,12 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
                            f"`k` in `tile.range({per_tile})`")
                     break
                 continue
-            if not _is_own(idx, stmt.param, axis):
+            if not (_is_own(idx, stmt.param, axis)
+                    or outputs.owns_through(idx.ty, stmt.param, axis, kernel.tile_shapes)):
                 report("BT0499", idx.src or stmt.src,
                        f"store outside this tile's own partition: cannot store into `{stmt.param}` here",
-                       _why_not_own(idx, stmt.param, axis),
+                       outputs.why_not_followed(idx.ty, stmt.param, axis, kernel.tile_shapes)
+                       or _why_not_own(idx, stmt.param, axis),
                        f"a block stores only its own tile of `{stmt.param}`: write `{stmt.param}.store(t)`, "
                        f"or index with `{stmt.param}.tile_id({axis})` at position {axis}")
                 break
