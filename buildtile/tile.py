@@ -50,6 +50,21 @@ def kernel(fn: Callable | None = None, *, specialize: Sequence[Mapping[str, Sequ
     return wrap(fn) if fn is not None else wrap
 
 
+def function(fn: Callable | None = None):
+    """Declare a helper that tile kernels (and other helpers) call; it is inlined at each call.
+
+    A helper takes tiles, scalars and constants, and returns a value or a tuple
+    of them; it stores nothing (stores are the kernel's, where ownership is
+    checked) and does not recurse. The function is returned unchanged: like a
+    kernel's body, its tile operations exist only where the compiler inlines it.
+    """
+
+    def wrap(pyfunc: Callable) -> Callable:
+        return pyfunc
+
+    return wrap(fn) if fn is not None else wrap
+
+
 def partition(array: object, tile_shape):
     """``tile.partition(z, [128])``: the output ``z`` cut into tiles, for a ``tile.Out`` parameter."""
     from buildtile.runtime.tile.handles import partition as make_partition

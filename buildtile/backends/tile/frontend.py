@@ -16,6 +16,7 @@ from collections import Counter
 from buildtile.backend import KernelSource
 from buildtile.backends.common.typer import Abort
 from buildtile.backends.tile import chunks, ir, outputs
+from buildtile.backends.tile.functions import TileFunctions
 from buildtile.backends.tile.operations import MATH, TileOperations
 from buildtile.backends.tile.params import TILE_MODULE, TYPES_MODULE, parse_param_type
 from buildtile.backends.tile.types import BOOL, I64, ArrayT, Scalar, ShapeT, TileIdT, TileT, Weak, value_type
@@ -64,7 +65,7 @@ _UNSUPPORTED_HELP = {
 }
 
 
-class _Typer(TileOperations):
+class _Typer(TileFunctions, TileOperations):
     kernels = "tile kernels"
     reference = "see the Tile language reference (docs/tile.md)"
     operands = "scalars or tiles"
@@ -75,6 +76,7 @@ class _Typer(TileOperations):
         self.tile_shapes = tile_shapes
         self.const_locals: dict[str, object] = {}
         self.counts = _assignment_counts(source.node)
+        self.init_functions()
 
     # ------------------------------------------------------------ kernel
     def run(self) -> ir.KernelIR:
@@ -128,6 +130,10 @@ class _Typer(TileOperations):
 
     def assign(self, target: ast.AST, value_node: ast.AST, node: ast.stmt):
         if isinstance(target, ast.Tuple):
+            if isinstance(value_node, ast.Call):
+                values = self.helper_tuple(value_node, len(target.elts))
+                if values is not None:
+                    return [self.bind(self.assign_target(t), v, node) for t, v in zip(target.elts, values)]
             if not (isinstance(value_node, ast.Tuple) and len(value_node.elts) == len(target.elts)):
                 folded = self.const(value_node)
                 if isinstance(folded, tuple) and len(folded) == len(target.elts):
@@ -146,6 +152,12 @@ class _Typer(TileOperations):
             if folded is not None:
                 return self.bind_const(target, folded, node)
         return self.bind(target, self.expr(value_node), node)
+
+    def assign_target(self, target: ast.AST) -> ast.Name:
+        if not isinstance(target, ast.Name):
+            self.fail("BT0200", target, "cannot assign to this expression")
+        self.check_assignable(target)
+        return target
 
     def check_update_target(self, target: ast.AST) -> None:
         if not isinstance(target, ast.Name):
@@ -403,6 +415,9 @@ class _Typer(TileOperations):
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.params \
                 and isinstance(self.params[func.value.id].ty, ArrayT):
             return self.array_method(node, self.params[func.value.id], func.attr)
+        inlined = self.helper_call(node)
+        if inlined is not None:
+            return inlined
         if dotted and dotted.startswith(TILE_MODULE + "."):
             return self.tile_call(node, dotted[len(TILE_MODULE) + 1:])
         if dotted and dotted.startswith(TYPES_MODULE + "."):
