@@ -97,7 +97,7 @@ DEVICE_FUNCTIONS = (
     "load", "load_like", "store", "zeros", "full", "arange", "where", "astype",
     "reshape", "permute", "transpose", "mma", "sum", "max", "min", "range",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "sin", "cos", "erf",
-    "floor", "ceil", "maximum", "minimum", "pow", "sigmoid",
+    "floor", "ceil", "maximum", "minimum", "pow", "sigmoid", "rand", "randn",
 )
 
 load = _device_only("load")
@@ -133,3 +133,5 @@ maximum = _device_only("maximum")
 minimum = _device_only("minimum")
 pow = _device_only("pow")
 sigmoid = _device_only("sigmoid")
+rand = _device_only("rand")
+randn = _device_only("randn")

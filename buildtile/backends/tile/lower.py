@@ -43,7 +43,7 @@ from buildtile.backends.common.llvm import (
     sreg,
     type_suffix,
 )
-from buildtile.backends.tile import exchange, ir, memory, mma, outputs, types
+from buildtile.backends.tile import exchange, ir, memory, mma, outputs, philox, types
 from buildtile.backends.tile.exchange import TileVal
 from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.plan import Plan
@@ -295,6 +295,9 @@ class _Emitter:
     def scalar_Cast(self, e: ir.Cast) -> lir.Value:
         return convert(self.b, self.scalar(e.value), value_type(e.value.ty), e.ty)
 
+    def scalar_Random(self, e: philox.Random) -> lir.Value:
+        return philox.sample(self.b, self.module, e.kind, self.scalar(e.seed), self.scalar(e.offset))
+
     def scalar_Math(self, e: ir.Math) -> lir.Value:
         return self.math(e.name, value_type(e.ty), [self.scalar(a) for a in e.args])
 
@@ -394,6 +397,11 @@ class _Emitter:
     def tile_Math(self, e: ir.Math) -> TileVal:
         args = self.operands(e, *e.args)
         return TileVal(e.layout, [self.math(e.name, e.ty.dtype, list(xs)) for xs in zip(*args)], e.ty.dtype)
+
+    def tile_Random(self, e: philox.Random) -> TileVal:
+        seeds, offsets = self.operands(e, e.seed, e.offset)
+        return TileVal(e.layout, [philox.sample(self.b, self.module, e.kind, s, o) for s, o in zip(seeds, offsets)],
+                       e.ty.dtype)
 
     def tile_Where(self, e: ir.Where) -> TileVal:
         cond, then, orelse = self.operands(e, e.cond, e.then, e.orelse)
