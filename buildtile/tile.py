@@ -97,7 +97,7 @@ DEVICE_FUNCTIONS = (
     "load", "load_like", "store", "zeros", "full", "arange", "where", "astype",
     "reshape", "permute", "transpose", "mma", "sum", "max", "min", "range",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "sin", "cos", "erf",
-    "floor", "ceil", "maximum", "minimum", "pow", "sigmoid", "rand", "randn",
+    "floor", "ceil", "maximum", "minimum", "pow", "sigmoid", "rand", "randn", "gather",
 )
 
 load = _device_only("load")
@@ -135,3 +135,4 @@ pow = _device_only("pow")
 sigmoid = _device_only("sigmoid")
 rand = _device_only("rand")
 randn = _device_only("randn")
+gather = _device_only("gather")

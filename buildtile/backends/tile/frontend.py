@@ -17,6 +17,7 @@ from buildtile.backend import KernelSource
 from buildtile.backends.common.typer import Abort
 from buildtile.backends.tile import chunks, ir, outputs
 from buildtile.backends.tile.functions import TileFunctions
+from buildtile.backends.tile.gather import TileGather
 from buildtile.backends.tile.philox import TileRandom
 from buildtile.backends.tile.operations import MATH, TileOperations
 from buildtile.backends.tile.params import TILE_MODULE, TYPES_MODULE, parse_param_type
@@ -66,7 +67,7 @@ _UNSUPPORTED_HELP = {
 }
 
 
-class _Typer(TileFunctions, TileRandom, TileOperations):
+class _Typer(TileFunctions, TileRandom, TileGather, TileOperations):
     kernels = "tile kernels"
     reference = "see the Tile language reference (docs/tile.md)"
     operands = "scalars or tiles"

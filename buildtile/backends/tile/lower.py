@@ -43,7 +43,7 @@ from buildtile.backends.common.llvm import (
     sreg,
     type_suffix,
 )
-from buildtile.backends.tile import exchange, ir, memory, mma, outputs, philox, types
+from buildtile.backends.tile import exchange, gather, ir, memory, mma, outputs, philox, types
 from buildtile.backends.tile.exchange import TileVal
 from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.plan import Plan
@@ -397,6 +397,11 @@ class _Emitter:
     def tile_Math(self, e: ir.Math) -> TileVal:
         args = self.operands(e, *e.args)
         return TileVal(e.layout, [self.math(e.name, e.ty.dtype, list(xs)) for xs in zip(*args)], e.ty.dtype)
+
+    def tile_Gather(self, e: gather.Gather) -> TileVal:
+        indices = self.operands(e, *e.indices)
+        mask = self.operands(e, e.mask)[0] if e.mask is not None else None
+        return TileVal(e.layout, gather.lower_gather(self, self.arrays[e.param], e, indices, mask), e.ty.dtype)
 
     def tile_Random(self, e: philox.Random) -> TileVal:
         seeds, offsets = self.operands(e, e.seed, e.offset)
