@@ -1,7 +1,7 @@
 """Chunked stores (tests/tile_chunk_cases.py) on the CPU emulator against NumPy, at ragged sizes.
 
 A block owns a tile larger than what it stores at once and writes it chunk
-by chunk; the same kernels run on a GPU in tests/gpu/test_tile_chunks.py.
+by chunk; the same kernels run on a GPU in tests/gpu/test_tile_chunk_stores.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Outputs of different ranks in one kernel (tests/tile_follower_cases.py) on the CPU emulator,
-against NumPy at ragged sizes; the same kernels run on a GPU in tests/gpu/test_tile_followers.py."""
+against NumPy at ragged sizes; the same kernels run on a GPU in tests/gpu/test_tile_follower_outputs.py."""
 
 from __future__ import annotations
 

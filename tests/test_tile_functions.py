@@ -1,5 +1,5 @@
 """Kernels built from ``@tile.function`` helpers (tests/tile_function_cases.py) on the CPU emulator,
-against NumPy at ragged sizes; the same kernels run on a GPU in tests/gpu/test_tile_functions.py."""
+against NumPy at ragged sizes; the same kernels run on a GPU in tests/gpu/test_tile_helper_functions.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Gathers (tests/tile_gather_cases.py) on the CPU emulator against NumPy at ragged sizes, indices
-outside the array reading the padding; the same kernels run on a GPU in tests/gpu/test_tile_gather.py."""
+outside the array reading the padding; the same kernels run on a GPU in tests/gpu/test_tile_gathers.py."""
 
 from __future__ import annotations
 

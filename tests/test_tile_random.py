@@ -1,6 +1,6 @@
 """tile.rand / tile.randn (tests/tile_random_cases.py) on the CPU emulator: the stream of
 buildtile.random's NumPy reference, element for element, at ragged sizes. The same kernels run on
-a GPU in tests/gpu/test_tile_random.py."""
+a GPU in tests/gpu/test_tile_random_streams.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Tile kernels that write their own tile in chunks, run on the CPU emulator
-(tests/test_tile_chunks.py) and on a GPU (tests/gpu/test_tile_chunks.py)."""
+(tests/test_tile_chunks.py) and on a GPU (tests/gpu/test_tile_chunk_stores.py)."""
 
 import math
 

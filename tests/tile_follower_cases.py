@@ -1,5 +1,5 @@
 """Tile kernels with outputs of different ranks: lower-rank outputs follow the primary's tile ids.
-Run on the CPU emulator (tests/test_tile_followers.py) and on a GPU (tests/gpu/test_tile_followers.py)."""
+Run on the CPU emulator (tests/test_tile_followers.py) and on a GPU (tests/gpu/test_tile_follower_outputs.py)."""
 
 import math
 

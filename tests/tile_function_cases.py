@@ -1,5 +1,5 @@
 """Tile kernels built from ``@tile.function`` helpers, run on the CPU emulator
-(tests/test_tile_functions.py) and on a GPU (tests/gpu/test_tile_functions.py)."""
+(tests/test_tile_functions.py) and on a GPU (tests/gpu/test_tile_helper_functions.py)."""
 
 import math
 

@@ -1,5 +1,5 @@
 """Tile kernels that gather (read at tiles of indices), run on the CPU emulator
-(tests/test_tile_gather.py) and on a GPU (tests/gpu/test_tile_gather.py)."""
+(tests/test_tile_gather.py) and on a GPU (tests/gpu/test_tile_gathers.py)."""
 
 from buildtile import tile
 from buildtile.types import Tensor, f32, i32, i64

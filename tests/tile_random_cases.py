@@ -1,5 +1,5 @@
 """Tile kernels drawing from the Philox stream of buildtile.random, run on the CPU emulator
-(tests/test_tile_random.py) and on a GPU (tests/gpu/test_tile_random.py)."""
+(tests/test_tile_random.py) and on a GPU (tests/gpu/test_tile_random_streams.py)."""
 
 from buildtile import tile
 from buildtile.types import Tensor, f32, i32, i64
