@@ -24,6 +24,8 @@ from buildtile.types import _ParamKind
 
 #: ``tile.Out[T, rank]``: an output partitioned into tiles on the host
 Out = _ParamKind("tile.Out", takes_rank=True)
+#: ``tile.Atomic[T, rank]``: an output any block may add into (``tile.atomic_add``), not partitioned
+Atomic = _ParamKind("tile.Atomic", takes_rank=True)
 
 #: tile shapes a kernel without ``specialize=`` is compiled for, by the rank of its outputs
 DEFAULT_TILE_SHAPES = {1: (1024,), 2: (64, 64), 3: (4, 16, 16)}
@@ -97,7 +99,7 @@ DEVICE_FUNCTIONS = (
     "load", "load_like", "store", "zeros", "full", "arange", "where", "astype",
     "reshape", "permute", "transpose", "mma", "sum", "max", "min", "range",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "sin", "cos", "erf",
-    "floor", "ceil", "maximum", "minimum", "pow", "sigmoid", "rand", "randn", "gather",
+    "floor", "ceil", "maximum", "minimum", "pow", "sigmoid", "rand", "randn", "gather", "atomic_add",
 )
 
 load = _device_only("load")
@@ -136,3 +138,4 @@ sigmoid = _device_only("sigmoid")
 rand = _device_only("rand")
 randn = _device_only("randn")
 gather = _device_only("gather")
+atomic_add = _device_only("atomic_add")

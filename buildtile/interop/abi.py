@@ -40,6 +40,7 @@ PARAM_KINDS = {
     "disjoint_tensor": "out",
     "atomic_slice": "inout",
     "tile_out": "out",
+    "tile_atomic": "inout",
 }
 
 #: dtype name -> (bytes, DLPack type code, DLPack bits, NumPy typestr)
@@ -84,7 +85,7 @@ def kernel_params(params: list[dict]) -> list[PtxParam]:
             flat.append(PtxParam(name, p["dtype"]))
         elif kind in SLICE_KINDS:
             flat += [PtxParam(f"{name}.data", "ptr"), PtxParam(f"{name}.len", "i64")]
-        elif kind in ("tensor", "disjoint_tensor", "tile_out"):
+        elif kind in ("tensor", "disjoint_tensor", "tile_out", "tile_atomic"):
             rank = p["rank"]
             flat.append(PtxParam(f"{name}.data", "ptr"))
             flat += [PtxParam(f"{name}.shape{k}", "i64") for k in range(rank)]
@@ -97,7 +98,7 @@ def kernel_params(params: list[dict]) -> list[PtxParam]:
 #: how each parameter kind is written in kernel source
 KIND_SPELLING = {
     "slice": "Slice", "disjoint_slice": "DisjointSlice", "atomic_slice": "AtomicSlice",
-    "tensor": "Tensor", "disjoint_tensor": "DisjointTensor", "tile_out": "tile.Out",
+    "tensor": "Tensor", "disjoint_tensor": "DisjointTensor", "tile_out": "tile.Out", "tile_atomic": "tile.Atomic",
 }
 
 

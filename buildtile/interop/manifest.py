@@ -116,7 +116,7 @@ MANIFEST_NAME = "manifest.json"
 #: the highest array rank a kernel takes (BT_MAX_RANK in bt_runtime.h)
 MAX_RANK = 8
 #: the parameter kinds a Tile kernel takes
-TILE_PARAM_KINDS = ("tensor", "tile_out", "scalar")
+TILE_PARAM_KINDS = ("tensor", "tile_out", "tile_atomic", "scalar")
 #: a tile grid maps at most three output axes onto grid x, y, z
 MAX_TILE_GRID_RANK = 3
 ROLES = ("in", "out", "inout")

@@ -219,5 +219,5 @@ def stored_shape(value_ty, tile_shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 #: where a store at a tile of indices (a scatter) is refused
-SCATTER_HELP = ("`{param}` is partitioned: each block writes only its own tile, at indices the compiler proves; "
-                "store whole tiles or chunks indexed by `{param}.tile_id(axis)`")
+SCATTER_HELP = ("`{param}` is partitioned, each block writing only its own tile; to scatter, declare an output "
+                "`tile.Atomic[T, rank]` and add into it with `tile.atomic_add(acc, indices, t)`")

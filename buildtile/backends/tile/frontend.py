@@ -19,6 +19,7 @@ from buildtile.backends.tile import chunks, ir, outputs
 from buildtile.backends.tile.functions import TileFunctions
 from buildtile.backends.tile.gather import TileGather
 from buildtile.backends.tile.philox import TileRandom
+from buildtile.backends.tile.scatter import TileScatter
 from buildtile.backends.tile.operations import MATH, TileOperations
 from buildtile.backends.tile.params import TILE_MODULE, TYPES_MODULE, parse_param_type
 from buildtile.backends.tile.types import BOOL, I64, ArrayT, Scalar, ShapeT, TileIdT, TileT, Weak, value_type
@@ -67,7 +68,7 @@ _UNSUPPORTED_HELP = {
 }
 
 
-class _Typer(TileFunctions, TileRandom, TileGather, TileOperations):
+class _Typer(TileFunctions, TileRandom, TileGather, TileScatter, TileOperations):
     kernels = "tile kernels"
     reference = "see the Tile language reference (docs/tile.md)"
     operands = "scalars or tiles"
@@ -126,6 +127,8 @@ class _Typer(TileFunctions, TileRandom, TileGather, TileOperations):
                 return self.store_method(call, self.params[func.value.id])
             if resolve_dotted(func, self.ns) == TILE_MODULE + ".store":
                 return self.store_call(call)
+            if resolve_dotted(func, self.ns) == TILE_MODULE + ".atomic_add":
+                return self.atomic_add(call)
         self.expr(node.value)
         self.fail("BT0200", node, "expression statement has no effect",
                   help="assign the value to a name, or store it with `z.store(t)`")

@@ -18,7 +18,7 @@ import llvmlite.ir as lir
 
 from buildtile.backends.common.llvm import const_of
 from buildtile.backends.tile import ir, memory
-from buildtile.backends.tile.types import BOOL, I64, TileT
+from buildtile.backends.tile.types import BOOL, I64, Scalar, TileT, Weak, value_type
 
 
 @dataclass(eq=False)
@@ -30,6 +30,14 @@ class Gather(ir.Expr):
     indices: list[ir.Expr] = field(default_factory=list)
     mask: ir.Expr | None = None
     padding: float | int = 0
+
+
+def is_integer(ty) -> bool:
+    """An integer scalar (a tile id, a weak literal) or a tile of integers."""
+    vt = ty.dtype if isinstance(ty, TileT) else value_type(ty)
+    if isinstance(vt, Weak):
+        return vt.kind == "int"
+    return isinstance(vt, Scalar) and vt.is_int
 
 
 class TileGather:
@@ -72,10 +80,9 @@ class TileGather:
                       help="pass a tuple with a tile (or a scalar) of indices per axis: `(rows, cols)`")
         values = [self.expr(i) for i in items]
         for value, item in zip(values, items):
-            dtype = value.ty.dtype if isinstance(value.ty, TileT) else value.ty
-            if not isinstance(value.ty, TileT) and not getattr(dtype, "is_int", False):
+            if not isinstance(value.ty, TileT) and not is_integer(value.ty):
                 self.type_mismatch(item, "an index of tile.gather", "an integer tile or scalar", value.ty)
-            if isinstance(value.ty, TileT) and not dtype.is_int:
+            if isinstance(value.ty, TileT) and not is_integer(value.ty):
                 self.type_mismatch(item, "an index of tile.gather", "a tile of integers", value.ty,
                                    help="compute indices in an integer type, or convert with .astype(i32)")
         tiles = [v for v in values if isinstance(v.ty, TileT)]

@@ -43,7 +43,7 @@ from buildtile.backends.common.llvm import (
     sreg,
     type_suffix,
 )
-from buildtile.backends.tile import exchange, gather, ir, memory, mma, outputs, philox, types
+from buildtile.backends.tile import exchange, gather, ir, memory, mma, outputs, philox, scatter, types
 from buildtile.backends.tile.exchange import TileVal
 from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.plan import Plan
@@ -214,6 +214,13 @@ class _Emitter:
         first = [self.b.icmp_signed("==", self.tile_id(primary, a), I64(0)) for a in range(len(index), rank)]
         with self.b.if_then(functools.reduce(self.b.and_, first)):
             memory.store_tile(self, arr, origin, val.layout, val.regs)
+
+    def stmt_AtomicAdd(self, s: scatter.AtomicAdd) -> None:
+        e = s.value
+        values = self.tile_in(e.values, e.layout).regs
+        indices = self.operands(e, *e.indices)
+        mask = self.operands(e, e.mask)[0] if e.mask is not None else None
+        scatter.lower_atomic_add(self, self.arrays[s.param], values, indices, mask, self.owner(e.layout))
 
     def stmt_If(self, s: ir.If) -> None:
         cond = self.scalar(s.cond)

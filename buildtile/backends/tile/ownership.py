@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from buildtile.backend import KernelSource
 from buildtile.backends.common.ownership import OwnershipReport, why_not_own
-from buildtile.backends.tile import chunks, ir, outputs
+from buildtile.backends.tile import chunks, ir, outputs, scatter
 from buildtile.backends.tile.types import ArrayT, TileIdT
 from buildtile.diagnostics import Diagnostic
 
@@ -32,9 +32,14 @@ def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
     bindings = chunks.Bindings(kernel)
 
     for stmt in ir.walk_stmts(kernel.body):
-        if not isinstance(stmt, ir.Store):
-            continue
+        if not isinstance(stmt, ir.Store) or isinstance(stmt, scatter.AtomicAdd):
+            continue     # atomic adds need no ownership: every block may add into every element
         ty = params[stmt.param]
+        if isinstance(ty, ArrayT) and ty.atomic:
+            report("BT0594", stmt.src, f"cannot store into `{stmt.param}`, a tile.Atomic output",
+                   "every block may write it, so a plain store would race with the others",
+                   f"add into it with `tile.atomic_add({stmt.param}, indices, t)`")
+            continue
         if not (isinstance(ty, ArrayT) and ty.is_out):
             report("BT0594", stmt.src, f"cannot store into `{stmt.param}`, as `{stmt.param}` is read-only",
                    f"`{stmt.param}` is a {ty}",

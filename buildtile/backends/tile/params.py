@@ -17,17 +17,17 @@ def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str]):
         return None, "parameter has no type annotation"
     if isinstance(annotation, ast.Subscript):
         kind = resolve_dotted(annotation.value, namespace)
-        if kind not in (TYPES_MODULE + ".Tensor", TILE_MODULE + ".Out"):
+        if kind not in (TYPES_MODULE + ".Tensor", TILE_MODULE + ".Out", TILE_MODULE + ".Atomic"):
             return None, (f"`{ast.unparse(annotation.value)}` is not a tile kernel parameter kind "
                           "(tile kernels take Tensor inputs, tile.Out outputs and scalars)")
-        short = "tile.Out" if kind.endswith(".Out") else "Tensor"
+        short = "tile.Out" if kind.endswith(".Out") else "tile.Atomic" if kind.endswith(".Atomic") else "Tensor"
         args = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
         elem = scalar_type(args[0], namespace)
         if elem is None or elem.name not in TILE_DTYPES:
             return None, f"`{ast.unparse(args[0])}` is not a tile element type ({', '.join(TILE_DTYPES)})"
         if len(args) != 2 or not (isinstance(args[1], ast.Constant) and args[1].value in (1, 2, 3)):
             return None, f"`{short}` takes an element type and a rank of 1, 2 or 3"
-        return ArrayT(elem, args[1].value, is_out=short == "tile.Out"), None
+        return ArrayT(elem, args[1].value, is_out=short == "tile.Out", atomic=short == "tile.Atomic"), None
     scalar = scalar_type(annotation, namespace)
     if scalar is None:
         return None, f"`{ast.unparse(annotation)}` is not a buildtile type"
