@@ -56,7 +56,7 @@ def test_softmax_with_row_statistics_matches_numpy(tile_shape, shape):
     np.testing.assert_allclose(z, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("shape", [(2, 4, 64), (5, 3, 50)])   # one tile along axes 1 and 2, which `first` does not follow
+@pytest.mark.parametrize("shape", [(2, 4, 64), (5, 3, 50)])
 def test_rank_three_with_followers_of_ranks_two_and_one(shape):
     x = data(shape, 2)
     z = np.full(shape, np.nan, np.float32)

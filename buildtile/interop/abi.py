@@ -14,11 +14,14 @@ slice, disjoint_   ``T* data`` (64-bit), ``int64 len`` (elements)
 slice, atomic_
 slice
 tensor, disjoint_  ``T* data``, then ``int64 shape[rank]``, then
-tensor, tile_out   ``int64 strides[rank]`` (in elements, not bytes)
+tensor, tile_out,  ``int64 strides[rank]`` (in elements, not bytes)
+tile_atomic
 =================  ============================================================
 
 ``tile_out`` is a Tile kernel's ``tile.Out`` parameter; its tile shape is a
 compile-time constant of the specialization launched (manifest.py).
+``tile_atomic`` is a ``tile.Atomic`` parameter: not partitioned, read and
+written (atomic adds) by every block.
 
 A kernel whose contract has ``coarsen`` = K > 1 runs K logical blocks in each
 physical block: hosts launch ``ceil(grid.x / K)`` blocks along x and pass one

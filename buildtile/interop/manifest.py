@@ -73,7 +73,9 @@ Tile kernels (``"kind": "tile"``) have the same record, plus::
 
 A ``tile_out`` parameter crosses the kernel ABI like a tensor (pointer,
 shape, strides); its tile shape is a compile-time constant of the chosen
-specialization. The grid has one block per tile of ``grid_param``: axis
+specialization. A ``tile_atomic`` parameter (role ``inout``) crosses like a
+tensor and has no tile shape: every block adds into it. The grid has one
+block per tile of ``grid_param`` (the ``tile_out`` of the highest rank): axis
 ``rank-1`` of the tile grid runs along grid x, axis ``rank-2`` along y,
 axis ``rank-3`` along z. A tile record's top-level ``symbol`` and
 ``artifacts`` are those of its first specialization.

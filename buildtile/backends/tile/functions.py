@@ -115,11 +115,12 @@ class TileFunctions:
         if helper is None:
             if name in self.module_functions:
                 self.fail("BT0425", func, f"`{name}` is a plain Python function",
-                          help=f"decorate it with `@tile.function` to call it from tile kernels (it is inlined)")
+                          help="decorate it with `@tile.function` to call it from tile kernels (it is inlined)")
             return None
         if name in self.inlining:
+            chain = " -> ".join(self.inlining[self.inlining.index(name):] + [name])
             self.fail("BT0200", node, f"recursive call of `{name}`",
-                      label=f"`{name}` is being inlined already: {' -> '.join(self.inlining[self.inlining.index(name):] + [name])}",
+                      label=f"`{name}` is being inlined already: {chain}",
                       help="helpers are inlined, so they cannot recurse; write a loop with `tile.range`")
         bound = self.bind_helper_args(node, helper)
         return self.inline_body(helper, bound, node)
@@ -137,8 +138,9 @@ class TileFunctions:
         given = dict(zip(names, node.args))
         for kw in node.keywords:
             if kw.arg not in names or kw.arg in given:
+                which = "a repeated" if kw.arg in given else "an unknown"
                 self.fail("BT0308", kw.value if kw.arg in given else node,
-                          f"`{helper.name}` got {'a repeated' if kw.arg in given else 'an unknown'} argument `{kw.arg}`",
+                          f"`{helper.name}` got {which} argument `{kw.arg}`",
                           help=f"`{helper.name}` takes ({', '.join(names)})")
             given[kw.arg] = kw.value
         bound = []

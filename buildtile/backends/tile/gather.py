@@ -43,6 +43,11 @@ def is_integer(ty) -> bool:
 class TileGather:
     """Typing of ``tile.gather``, for the tile typer."""
 
+    def call_load(self, node: ast.Call):
+        if self.is_gather_load(node):
+            return self.gather_load(node)
+        return super().call_load(node)
+
     def is_gather_load(self, node: ast.Call) -> bool:
         """Whether a ``tile.load`` call indexes with tiles (a gather) rather than tile coordinates."""
         index = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "index"), None)
@@ -74,7 +79,8 @@ class TileGather:
         rank = param.ty.rank
         items = args["indices"].elts if isinstance(args["indices"], (ast.Tuple, ast.List)) else [args["indices"]]
         if len(items) != rank:
-            self.fail("BT0308", args["indices"], f"a gather from `{param.name}` takes {rank} tile{'s' if rank > 1 else ''} "
+            tiles = "tile" if rank == 1 else "tiles"
+            self.fail("BT0308", args["indices"], f"a gather from `{param.name}` takes {rank} {tiles} "
                       f"of indices, one per axis; this index has {len(items)}",
                       label=f"`{param.name}` is a {param.ty}",
                       help="pass a tuple with a tile (or a scalar) of indices per axis: `(rows, cols)`")
@@ -116,6 +122,7 @@ def lower_gather(em, arr, e: Gather, indices: list[list[lir.Value]], mask: list[
         ok = memory.in_bounds(em, arr, list(coords))
         if mask is not None:
             ok = b.and_(ok, mask[r])
-        value = memory.predicated_load(em, memory.element_address(em, arr, list(coords), unit_inner=False), ok, arr.elem)
+        ptr = memory.element_address(em, arr, list(coords), unit_inner=False)
+        value = memory.predicated_load(em, ptr, ok, arr.elem)
         out.append(b.select(ok, value, pad))
     return out

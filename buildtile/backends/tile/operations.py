@@ -87,8 +87,6 @@ class TileOperations(TileShapes):
         return ty
 
     def call_load(self, node: ast.Call):
-        if self.is_gather_load(node):
-            return self.gather_load(node)
         args = self.bind_args(node, "tile.load", ["array", "index", "shape", "padding"], {"padding": None})
         param = self.input_array(args["array"], "tile.load")
         shape = self.const_shape(args["shape"], "the tile shape")

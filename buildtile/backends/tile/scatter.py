@@ -69,7 +69,8 @@ class TileScatter:
         mask = self.expr(args["mask"]) if args["mask"] is not None else None
         if mask is not None and not (isinstance(mask.ty, TileT) and mask.ty.dtype == BOOL):
             self.type_mismatch(args["mask"], "the mask of tile.atomic_add", "a tile of bools", mask.ty)
-        tiles = [v.ty.shape for v in indices + [values] + ([mask] if mask is not None else []) if isinstance(v.ty, TileT)]
+        operands = indices + [values] + ([mask] if mask is not None else [])
+        tiles = [v.ty.shape for v in operands if isinstance(v.ty, TileT)]
         if not tiles:
             self.fail("BT0308", call, "`tile.atomic_add` adds tiles", help="pass a tile of values or of indices")
         shape = self.broadcast_shapes(tiles, call)
