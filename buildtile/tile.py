@@ -24,6 +24,8 @@ from buildtile.types import _ParamKind
 
 #: ``tile.Out[T, rank]``: an output partitioned into tiles on the host
 Out = _ParamKind("tile.Out", takes_rank=True)
+#: ``tile.Atomic[T, rank]``: an output any block may add into (``tile.atomic_add``), not partitioned
+Atomic = _ParamKind("tile.Atomic", takes_rank=True)
 
 #: tile shapes a kernel without ``specialize=`` is compiled for, by the rank of its outputs
 DEFAULT_TILE_SHAPES = {1: (1024,), 2: (64, 64), 3: (4, 16, 16), 4: (1, 4, 16, 16), 5: (1, 1, 4, 16, 16)}
@@ -46,6 +48,21 @@ def kernel(fn: Callable | None = None, *, specialize: Sequence[Mapping[str, Sequ
         from buildtile.runtime.tile.kernel import TileKernel
 
         return TileKernel(pyfunc)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def function(fn: Callable | None = None):
+    """Declare a helper that tile kernels (and other helpers) call; it is inlined at each call.
+
+    A helper takes tiles, scalars and constants, and returns a value or a tuple
+    of them; it stores nothing (stores are the kernel's, where ownership is
+    checked) and does not recurse. The function is returned unchanged: like a
+    kernel's body, its tile operations exist only where the compiler inlines it.
+    """
+
+    def wrap(pyfunc: Callable) -> Callable:
+        return pyfunc
 
     return wrap(fn) if fn is not None else wrap
 
@@ -84,7 +101,7 @@ DEVICE_FUNCTIONS = (
     "load", "load_like", "store", "zeros", "full", "arange", "where", "astype",
     "reshape", "permute", "transpose", "mma", "sum", "max", "min", "range",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "sin", "cos", "erf",
-    "floor", "ceil", "maximum", "minimum", "pow", "sigmoid",
+    "floor", "ceil", "maximum", "minimum", "pow", "sigmoid", "rand", "randn", "gather", "atomic_add",
 )
 
 load = _device_only("load")
@@ -120,3 +137,7 @@ maximum = _device_only("maximum")
 minimum = _device_only("minimum")
 pow = _device_only("pow")
 sigmoid = _device_only("sigmoid")
+rand = _device_only("rand")
+randn = _device_only("randn")
+gather = _device_only("gather")
+atomic_add = _device_only("atomic_add")

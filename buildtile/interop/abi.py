@@ -14,11 +14,14 @@ slice, disjoint_   ``T* data`` (64-bit), ``int64 len`` (elements)
 slice, atomic_
 slice
 tensor, disjoint_  ``T* data``, then ``int64 shape[rank]``, then
-tensor, tile_out   ``int64 strides[rank]`` (in elements, not bytes)
+tensor, tile_out,  ``int64 strides[rank]`` (in elements, not bytes)
+tile_atomic
 =================  ============================================================
 
 ``tile_out`` is a Tile kernel's ``tile.Out`` parameter; its tile shape is a
 compile-time constant of the specialization launched (manifest.py).
+``tile_atomic`` is a ``tile.Atomic`` parameter: not partitioned, read and
+written (atomic adds) by every block.
 
 A Tile specialization whose record has ``"schedule": true`` takes one more,
 trailing, ``int64``, the tile schedule: the rows of tiles per band of the
@@ -47,6 +50,7 @@ PARAM_KINDS = {
     "disjoint_tensor": "out",
     "atomic_slice": "inout",
     "tile_out": "out",
+    "tile_atomic": "inout",
 }
 
 #: dtype name -> (bytes, DLPack type code, DLPack bits, NumPy typestr)
@@ -91,7 +95,7 @@ def kernel_params(params: list[dict]) -> list[PtxParam]:
             flat.append(PtxParam(name, p["dtype"]))
         elif kind in SLICE_KINDS:
             flat += [PtxParam(f"{name}.data", "ptr"), PtxParam(f"{name}.len", "i64")]
-        elif kind in ("tensor", "disjoint_tensor", "tile_out"):
+        elif kind in ("tensor", "disjoint_tensor", "tile_out", "tile_atomic"):
             rank = p["rank"]
             flat.append(PtxParam(f"{name}.data", "ptr"))
             flat += [PtxParam(f"{name}.shape{k}", "i64") for k in range(rank)]
@@ -104,7 +108,7 @@ def kernel_params(params: list[dict]) -> list[PtxParam]:
 #: how each parameter kind is written in kernel source
 KIND_SPELLING = {
     "slice": "Slice", "disjoint_slice": "DisjointSlice", "atomic_slice": "AtomicSlice",
-    "tensor": "Tensor", "disjoint_tensor": "DisjointTensor", "tile_out": "tile.Out",
+    "tensor": "Tensor", "disjoint_tensor": "DisjointTensor", "tile_out": "tile.Out", "tile_atomic": "tile.Atomic",
 }
 
 

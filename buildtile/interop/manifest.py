@@ -74,7 +74,9 @@ Tile kernels (``"kind": "tile"``) have the same record, plus::
 
 A ``tile_out`` parameter crosses the kernel ABI like a tensor (pointer,
 shape, strides); its tile shape is a compile-time constant of the chosen
-specialization. The launch grid covers the tiles of ``grid_param``: axis
+specialization. A ``tile_atomic`` parameter (role ``inout``) crosses like a
+tensor and has no tile shape: every block adds into it. The launch grid covers
+the tiles of ``grid_param`` (the ``tile_out`` of the highest rank): axis
 ``rank-1`` of the tile grid along grid x, axis ``rank-2`` along y, axis
 ``rank-3`` along z (the axes before it, for outputs of rank 4 and 5, folded into z as
 well, axis ``rank-3`` fastest) while each fits CUDA's limits, else the tiles in
@@ -120,7 +122,7 @@ MANIFEST_NAME = "manifest.json"
 #: the highest array rank a kernel takes (BT_MAX_RANK in bt_runtime.h)
 MAX_RANK = 8
 #: the parameter kinds a Tile kernel takes
-TILE_PARAM_KINDS = ("tensor", "tile_out", "scalar")
+TILE_PARAM_KINDS = ("tensor", "tile_out", "tile_atomic", "scalar")
 #: a tile grid maps the axes of an output of rank up to 5 onto grid x, y, z (leading axes fold into z)
 MAX_TILE_GRID_RANK = 5
 ROLES = ("in", "out", "inout")

@@ -165,7 +165,7 @@ def compile_requirement(entry: dict, params: Sequence[dict], where: str) -> Requ
         if op == "shape":
             k, param = array_param(node.get("param"))
             axis = node.get("axis")
-            rank = param.get("rank", 1) if param["kind"] in ("tensor", "disjoint_tensor", "tile_out") else 1
+            rank = param.get("rank", 1) if param["kind"] in ("tensor", "disjoint_tensor", "tile_out", "tile_atomic") else 1
             if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < rank:
                 raise bad(f"axis {axis!r} is out of range for {node['param']!r} of rank {rank}")
             return (leaf(f"{node['param']}.shape[{axis}]", lambda env: env[k].shape[axis]),

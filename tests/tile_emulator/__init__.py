@@ -267,7 +267,7 @@ class Emulated:
             slots.append(arr.ctypes.data)
             slots += [int(n) for n in arr.shape]
             slots += [s // arr.itemsize for s in arr.strides]
-            if p["kind"] == "tile_out" and grid_shape is None:
+            if p["kind"] == "tile_out" and (grid_shape is None or arr.ndim > len(grid_shape)):   # the primary
                 tile_shape = self.spec.tile_shapes[p["name"]]
                 grid_shape = [-(-n // t) for n, t in zip(arr.shape, tile_shape)]
         slots.append(schedule)

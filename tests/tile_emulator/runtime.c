@@ -214,6 +214,7 @@ float emu_nv_rsqrtf(float x) { return 1.0f / sqrtf(x); }
 float emu_nv_tanhf(float x) { return tanhf(x); }
 float emu_nv_sinf(float x) { return sinf(x); }
 float emu_nv_cosf(float x) { return cosf(x); }
+float emu_nv_cospif(float x) { return (float)cos(3.14159265358979323846 * (double)x); }
 float emu_nv_erff(float x) { return erff(x); }
 float emu_nv_powf(float x, float y) { return powf(x, y); }
 double emu_nv_exp(double x) { return exp(x); }

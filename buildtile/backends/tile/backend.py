@@ -78,6 +78,9 @@ def params_record(kernel_ir: ir.KernelIR) -> list[dict]:
     for p in kernel_ir.params:
         if isinstance(p.ty, Scalar):
             out.append({"name": p.name, "kind": "scalar", "dtype": p.ty.name, "rank": 0, "role": "in"})
+        elif p.ty.atomic:
+            out.append({"name": p.name, "kind": "tile_atomic", "dtype": p.ty.elem.name, "rank": p.ty.rank,
+                        "role": "inout"})
         else:
             out.append({"name": p.name, "kind": "tile_out" if p.ty.is_out else "tensor", "dtype": p.ty.elem.name,
                         "rank": p.ty.rank, "role": "out" if p.ty.is_out else "in"})

@@ -15,7 +15,11 @@ from collections import Counter
 
 from buildtile.backend import KernelSource
 from buildtile.backends.common.typer import Abort, as_load
-from buildtile.backends.tile import ir
+from buildtile.backends.tile import chunks, ir, outputs
+from buildtile.backends.tile.functions import TileFunctions
+from buildtile.backends.tile.gather import TileGather
+from buildtile.backends.tile.philox import TileRandom
+from buildtile.backends.tile.scatter import TileScatter
 from buildtile.backends.tile.operations import MATH, TileOperations
 from buildtile.backends.tile.params import TILE_MODULE, TYPES_MODULE, parse_param_type
 from buildtile.backends.tile.types import BOOL, I64, ArrayT, Scalar, ShapeT, TileIdT, TileT, Weak, value_type
@@ -66,7 +70,7 @@ _UNSUPPORTED_HELP = {
 MAX_POWER = 8
 
 
-class _Typer(TileOperations):
+class _Typer(TileFunctions, TileRandom, TileGather, TileScatter, TileOperations):
     kernels = "tile kernels"
     reference = "see the Tile language reference (docs/tile.md)"
     operands = "scalars or tiles"
@@ -78,6 +82,7 @@ class _Typer(TileOperations):
         self.const_locals: dict[str, object] = {}
         self.counts = _assignment_counts(source.node)
         self.loop_depth = 0         # how many loops enclose the statement being typed
+        self.init_functions()
 
     # ------------------------------------------------------------ kernel
     def run(self) -> ir.KernelIR:
@@ -89,14 +94,31 @@ class _Typer(TileOperations):
             self.error("BT0308", fn, f"tile kernel `{fn.name}` has no tile.Out parameter",
                        help="a tile kernel writes its results into a tile.Out[T, rank] parameter, "
                             "whose partition fixes the grid")
-        if len({p.ty.rank for p in outs}) > 1:
-            self.error("BT0308", fn, "the tile.Out parameters of one kernel must have the same rank",
-                       help="they share one grid of tiles")
+        if outs:
+            outs = self.order_outputs(outs)
         self.check_returns_nothing(fn, "store results into a tile.Out parameter")
         body = self.copy_reassigned_params(fn, params) + self.block(fn.body)
         self.finalize(body)
         shapes = {p.name: tuple(self.tile_shapes.get(p.name, ())) for p in outs}
         return ir.KernelIR(fn.name, params, dict(self.locals), body, shapes)
+
+    def order_outputs(self, outs: list[ir.Param]) -> list[ir.Param]:
+        """The primary output first (its partition fixes the grid); followers' tile shapes checked."""
+        primary = outputs.primary_output(outs)
+        ordered = [primary] + [p for p in outs if p is not primary]
+        lead = self.tile_shapes.get(primary.name)
+        for p in ordered[1:]:
+            shape = self.tile_shapes.get(p.name)
+            why = None if lead is None or shape is None or p.ty.rank == primary.ty.rank \
+                else outputs.shape_mismatch(primary.name, tuple(lead), p.name, tuple(shape))
+            if why is not None:
+                self.error("BT0308", p.src or self.src.node, f"the tiles of `{p.name}` cannot follow `{primary.name}`'s",
+                           label=why,
+                           help=f"a lower-rank output shares the grid of `{primary.name}` along its leading axes: "
+                                f"declare its tile shape as `{primary.name}`'s there")
+                # type the body against the shape it must have: one error, not one per store
+                self.tile_shapes = {**self.tile_shapes, p.name: tuple(lead[:p.ty.rank])}
+        return ordered
 
     # ------------------------------------------------------------ statements
     def expression_statement(self, node: ast.Expr):
@@ -108,12 +130,18 @@ class _Typer(TileOperations):
                 return self.store_method(call, self.params[func.value.id])
             if resolve_dotted(func, self.ns) == TILE_MODULE + ".store":
                 return self.store_call(call)
+            if resolve_dotted(func, self.ns) == TILE_MODULE + ".atomic_add":
+                return self.atomic_add(call)
         self.expr(node.value)
         self.fail("BT0200", node, "expression statement has no effect",
                   help="assign the value to a name, or store it with `z.store(t)`")
 
     def assign(self, target: ast.AST, value_node: ast.AST, node: ast.stmt):
         if isinstance(target, ast.Tuple):
+            if isinstance(value_node, ast.Call):
+                values = self.helper_tuple(value_node, len(target.elts))
+                if values is not None:
+                    return [self.bind(self.assign_target(t), v, node) for t, v in zip(target.elts, values)]
             if not (isinstance(value_node, ast.Tuple) and len(value_node.elts) == len(target.elts)):
                 folded = self.const(value_node)
                 if isinstance(folded, tuple) and len(folded) == len(target.elts):
@@ -143,6 +171,12 @@ class _Typer(TileOperations):
         ast.copy_location(power, node)
         power.end_lineno, power.end_col_offset = node.end_lineno, node.end_col_offset
         return self.assign(node.target, power, node)
+
+    def assign_target(self, target: ast.AST) -> ast.Name:
+        if not isinstance(target, ast.Name):
+            self.fail("BT0200", target, "cannot assign to this expression")
+        self.check_assignable(target)
+        return target
 
     def check_update_target(self, target: ast.AST) -> None:
         if not isinstance(target, ast.Name):
@@ -245,9 +279,18 @@ class _Typer(TileOperations):
         if not (isinstance(target, ast.Name) and target.id in self.params and isinstance(self.params[target.id].ty, ArrayT)):
             self.fail("BT0308", target, "`tile.store` writes into an array parameter")
         param = self.params[target.id]
+        self.refuse_index_tiles(args["index"], param)
         index = self.index_list(args["index"], param.ty.rank)
         value = self.expr(args["tile"])
         return self.make_store(param, index, value, call)
+
+    def refuse_index_tiles(self, index: ast.AST, param: ir.Param) -> None:
+        """A tile of indices in a store is a scatter: any block may write any element (BT0499)."""
+        for item in index.elts if isinstance(index, (ast.Tuple, ast.List)) else [index]:
+            if isinstance(self.expr(item).ty, TileT):
+                self.fail("BT0499", item, f"store at data-dependent indices: cannot store into `{param.name}` here",
+                          label="a tile of indices may name elements that another block owns",
+                          help=chunks.SCATTER_HELP.format(param=param.name))
 
     def make_store(self, param: ir.Param, index, value: ir.Expr, call: ast.Call) -> ir.Store:
         ty = param.ty
@@ -257,6 +300,8 @@ class _Typer(TileOperations):
             shape = self.tile_shapes.get(param.name)
             if shape is None:
                 raise Abort   # the specialization itself is invalid (reported elsewhere)
+            if index is not None:
+                shape = chunks.stored_shape(value.ty, shape)
             value = self.as_tile(value, ty.elem, shape, call, f"the tile stored into `{param.name}`")
         elif isinstance(value.ty, TileT):
             value = self.as_tile(value, ty.elem, value.ty.shape, call, "the stored tile")
@@ -407,6 +452,9 @@ class _Typer(TileOperations):
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.params \
                 and isinstance(self.params[func.value.id].ty, ArrayT):
             return self.array_method(node, self.params[func.value.id], func.attr)
+        inlined = self.helper_call(node)
+        if inlined is not None:
+            return inlined
         if dotted and dotted.startswith(TILE_MODULE + "."):
             return self.tile_call(node, dotted[len(TILE_MODULE) + 1:])
         if dotted and dotted.startswith(TYPES_MODULE + "."):

@@ -19,6 +19,7 @@ Its size is the specialization's ``shared_bytes``.
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -46,7 +47,7 @@ from buildtile.backends.common.llvm import (
     sreg,
     type_suffix,
 )
-from buildtile.backends.tile import exchange, ir, memory, mma, schedule, types
+from buildtile.backends.tile import exchange, gather, ir, memory, mma, outputs, philox, schedule, scatter, types
 from buildtile.backends.tile.exchange import TileVal
 from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.plan import Plan
@@ -217,7 +218,22 @@ class _Emitter:
         else:
             index = [self.scalar(i) for i in s.index]
         origin = [self.b.mul(i, I64(t)) for i, t in zip(index, s.value.ty.shape)]
-        memory.store_tile(self, arr, origin, val.layout, val.regs)
+        primary = outputs.followers(self.kernel.tile_shapes).get(s.param)
+        if primary is None:
+            memory.store_tile(self, arr, origin, val.layout, val.regs)
+            return
+        # a lower-rank output's tile is written by one block: the one at tile 0 along the primary's other axes
+        rank = len(self.kernel.tile_shapes[primary])
+        first = [self.b.icmp_signed("==", self.tile_id(primary, a), I64(0)) for a in range(len(index), rank)]
+        with self.b.if_then(functools.reduce(self.b.and_, first)):
+            memory.store_tile(self, arr, origin, val.layout, val.regs)
+
+    def stmt_AtomicAdd(self, s: scatter.AtomicAdd) -> None:
+        e = s.value
+        values = self.tile_in(e.values, e.layout).regs
+        indices = self.operands(e, *e.indices)
+        mask = self.operands(e, e.mask)[0] if e.mask is not None else None
+        scatter.lower_atomic_add(self, self.arrays[s.param], values, indices, mask, self.owner(e.layout))
 
     def stmt_If(self, s: ir.If) -> None:
         cond = self.scalar(s.cond)
@@ -307,6 +323,9 @@ class _Emitter:
     def scalar_Cast(self, e: ir.Cast) -> lir.Value:
         return convert(self.b, self.scalar(e.value), value_type(e.value.ty), e.ty)
 
+    def scalar_Random(self, e: philox.Random) -> lir.Value:
+        return philox.sample(self.b, self.module, e.kind, self.scalar(e.seed), self.scalar(e.offset))
+
     def scalar_Math(self, e: ir.Math) -> lir.Value:
         return self.math(e.name, value_type(e.ty), [self.scalar(a) for a in e.args])
 
@@ -334,9 +353,8 @@ class _Emitter:
         b.position_at_end(body)
         group = schedule.emit_group(b, schedule_word, default) if len(counts) == 2 else None
         ids = schedule.emit_tile_of_block(b, linear, counts, group)
-        for param, shape in self.kernel.tile_shapes.items():   # a lower-rank output takes the last axes
-            padded = [I64(0)] * max(0, len(shape) - len(ids)) + ids[max(0, len(ids) - len(shape)):]
-            for axis, value in enumerate(padded):
+        for param, shape in self.kernel.tile_shapes.items():   # a lower-rank output follows the leading axes
+            for axis, value in enumerate(ids[:len(shape)]):
                 self._tile_ids[(param, axis)] = value
         return _TileLoop(head, linear, stride, total)
 
@@ -437,6 +455,16 @@ class _Emitter:
     def tile_Math(self, e: ir.Math) -> TileVal:
         args = self.operands(e, *e.args)
         return TileVal(e.layout, [self.math(e.name, e.ty.dtype, list(xs)) for xs in zip(*args)], e.ty.dtype)
+
+    def tile_Gather(self, e: gather.Gather) -> TileVal:
+        indices = self.operands(e, *e.indices)
+        mask = self.operands(e, e.mask)[0] if e.mask is not None else None
+        return TileVal(e.layout, gather.lower_gather(self, self.arrays[e.param], e, indices, mask), e.ty.dtype)
+
+    def tile_Random(self, e: philox.Random) -> TileVal:
+        seeds, offsets = self.operands(e, e.seed, e.offset)
+        return TileVal(e.layout, [philox.sample(self.b, self.module, e.kind, s, o) for s, o in zip(seeds, offsets)],
+                       e.ty.dtype)
 
     def tile_Where(self, e: ir.Where) -> TileVal:
         cond, then, orelse = self.operands(e, e.cond, e.then, e.orelse)

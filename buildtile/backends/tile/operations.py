@@ -122,6 +122,10 @@ class TileOperations(TileShapes):
             self.fail("BT0308", node, f"`{what}` reads from an array parameter",
                       help="pass a Tensor parameter of the kernel")
         param = self.params[node.id]
+        if param.ty.atomic:
+            self.fail("BT0200", node, f"`{param.name}` is a tile.Atomic output: tile kernels do not read it",
+                      label="other blocks add into it while this one runs",
+                      help="accumulate in registers and add the result once with `tile.atomic_add`")
         if param.ty.is_out:
             self.fail("BT0200", node, f"`{param.name}` is a tile.Out output: tile kernels do not read their outputs",
                       help="compute the tile in registers and store it once")

@@ -17,10 +17,11 @@ def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str]):
         return None, "parameter has no type annotation"
     if isinstance(annotation, ast.Subscript):
         kind = resolve_dotted(annotation.value, namespace)
-        if kind not in (TYPES_MODULE + ".Tensor", TILE_MODULE + ".Out"):
+        if kind not in (TYPES_MODULE + ".Tensor", TILE_MODULE + ".Out", TILE_MODULE + ".Atomic"):
             return None, (f"`{ast.unparse(annotation.value)}[...]` is not a supported tile kernel parameter type "
-                          "(supported: Tensor[T, rank] inputs, tile.Out[T, rank] outputs and scalars)")
-        short = "tile.Out" if kind.endswith(".Out") else "Tensor"
+                          "(supported: Tensor[T, rank] inputs, tile.Out[T, rank] outputs, "
+                          "tile.Atomic[T, rank] outputs and scalars)")
+        short = "tile.Out" if kind.endswith(".Out") else "tile.Atomic" if kind.endswith(".Atomic") else "Tensor"
         args = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
         elem = scalar_type(args[0], namespace)
         if elem is None or elem.name not in TILE_DTYPES:
@@ -29,7 +30,7 @@ def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str]):
         rank = args[1].value if len(args) == 2 and isinstance(args[1], ast.Constant) else None
         if not (isinstance(rank, int) and not isinstance(rank, bool) and 1 <= rank <= MAX_RANK):
             return None, f"`{short}` takes an element type and a rank of 1 to {MAX_RANK}"
-        return ArrayT(elem, rank, is_out=short == "tile.Out"), None
+        return ArrayT(elem, rank, is_out=short == "tile.Out", atomic=short == "tile.Atomic"), None
     scalar = scalar_type(annotation, namespace)
     if scalar is None:
         return None, (f"`{ast.unparse(annotation)}` is not a supported tile kernel parameter type "

@@ -72,13 +72,16 @@ class ArrayT:
     elem: Scalar
     rank: int
     is_out: bool
+    #: a ``tile.Atomic`` output: shared by every block, written only by atomic adds
+    atomic: bool = False
 
     @property
     def access(self) -> str:
-        return "disjoint" if self.is_out else "read"
+        return "atomic" if self.atomic else "disjoint" if self.is_out else "read"
 
     def __str__(self) -> str:
-        return f"{'tile.Out' if self.is_out else 'Tensor'}[{self.elem}, {self.rank}]"
+        kind = "tile.Atomic" if self.atomic else "tile.Out" if self.is_out else "Tensor"
+        return f"{kind}[{self.elem}, {self.rank}]"
 
 
 @dataclass(frozen=True)

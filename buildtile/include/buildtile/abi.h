@@ -36,6 +36,7 @@
  *   Tensor[T, r],               const DLTensor*      T* data, int64 shape[r],
  *   DisjointTensor[T, r]        (r-D, any strides)   int64 strides[r] (elements)
  *   tile.Out[T, r] (Tile)       const DLTensor*      as a Tensor
+ *   tile.Atomic[T, r] (Tile)    const DLTensor*      as a Tensor (read and written)
  *
  * "data" is DLTensor.data + DLTensor.byte_offset. A NULL DLTensor.strides
  * means compact row-major, as in DLPack.

@@ -158,8 +158,8 @@ def _refuse_repeats(sig: TileSignature, handles: tuple, objects: tuple) -> None:
                 seen[key] = (p, what)
                 continue
             first = seen[key][0]
-            writer, other = (p, first) if p.is_tile_out and not first.is_tile_out else (first, p)
-            if writer.is_tile_out:
+            writer, other = (p, first) if p.writes and not first.writes else (first, p)
+            if writer.writes:
                 raise AliasingError(
                     f"{_borrow_head(writer, other)}: kernel `{sig.name}` writes `{writer.name}`, and the same "
                     f"{what} is passed as `{first.name}` and as `{p.name}`",
@@ -176,7 +176,7 @@ def _view(sig: TileSignature, p: ParamRecord, obj: object, stream: int) -> Array
         view = array_view(obj, stream)
     except Exception as exc:  # noqa: BLE001 (whatever the producer raised, in its words)
         raise refusals.producer_failed(sig.name, p, obj, exc) from None
-    error = refusals.array_problem(sig.name, p, obj, view, p.is_tile_out)
+    error = refusals.array_problem(sig.name, p, obj, view, p.writes)
     if error is not None:
         raise error
     if p.is_tile_out and not view.is_contiguous():   # inputs are read through their strides
@@ -203,11 +203,11 @@ def _refuse_overlaps(sig: TileSignature, views: list) -> None:
     arrays = [p for p in sig.params if p.is_array]
     for i, a in enumerate(arrays):
         for b in arrays[i + 1:]:
-            if not (a.is_tile_out or b.is_tile_out):
+            if not (a.writes or b.writes):
                 continue
             va, vb = views[a.index], views[b.index]
             if va.lo < vb.hi and vb.lo < va.hi:
-                writer, other = (a, b) if a.is_tile_out else (b, a)
+                writer, other = (a, b) if a.writes else (b, a)
                 vw, vo = views[writer.index], views[other.index]
                 raise AliasingError(
                     f"{_borrow_head(writer, other)}: kernel `{sig.name}` writes `{writer.name}`, and "
@@ -271,4 +271,4 @@ def _mismatch(sig: TileSignature, p: ParamRecord, got: str, why: str = "", help:
 
 
 def _borrow_head(writer: ParamRecord, other: ParamRecord) -> str:
-    return refusals.borrow_head(writer, other, other.is_tile_out)
+    return refusals.borrow_head(writer, other, other.writes)
