@@ -31,7 +31,8 @@ and ``buildtile inspect``. Version 1 looks like this::
             "min_blocks": null,
             "dynamic_shared": 0,
             "min_compute_capability": null,
-            "requires": [{"text": "len(a) == len(c)", "expr": {...}}]
+            "requires": [{"text": "len(a) == len(c)", "expr": {...}}],
+            "cooperative": true          # only when set: every block resident at once (grid_sync)
           },
           "artifacts": {                 # paths relative to _buildtile/
             "sm_80": {"kind": "cubin", "path": "kernels/example_kernels_ops__vecadd.sm_80.cubin", "sha256": "...",
@@ -261,6 +262,7 @@ class ContractRecord:
     min_compute_capability: tuple[int, int] | None
     requires: tuple[RequirementRecord, ...]
     coarsen: int = 1                            # logical blocks per launched block (abi.launch_extras)
+    cooperative: bool = False                   # launched with every block resident (simt.grid_sync)
 
 
 @dataclass(frozen=True)
@@ -522,7 +524,11 @@ def _contract(raw: object, params: tuple[ParamRecord, ...], where: str) -> Contr
             raise malformed(f"{where}.requires[{i}]", f"contract.requires[{i}] needs a text and an expr")
         relations.append(RequirementRecord(entry["text"], entry["expr"]))
     min_cc = _compute_capability(raw.get("min_compute_capability"), f"{where}.min_compute_capability")
-    return ContractRecord(block, index_dims, min_blocks, dynamic_shared, min_cc, tuple(relations), coarsen)
+    cooperative = raw.get("cooperative", False)
+    if not isinstance(cooperative, bool):
+        raise malformed(f"{where}.cooperative", f"contract.cooperative is {cooperative!r}; expected true or false")
+    return ContractRecord(block, index_dims, min_blocks, dynamic_shared, min_cc, tuple(relations), coarsen,
+                          cooperative)
 
 
 def _block(block: object, where: str, what: str) -> tuple[int, int, int] | None:

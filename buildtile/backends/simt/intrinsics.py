@@ -43,7 +43,7 @@ _ATOMIC_METHODS = {"atomic_add": ("add", 1), "atomic_min": ("min", 1), "atomic_m
 #: the simt functions that take keyword arguments: name -> the keywords
 _SIMT_KEYWORDS = {"shfl_down": ("width", "mask"), "shfl_up": ("width", "mask"), "shfl_xor": ("width", "mask"),
                   "shfl_idx": ("width", "mask")}
-SIMT_FUNCTIONS = ["index_1d", "index_2d", "index_3d", "grid", "gridsize", "sync_threads", "syncwarp", "lane_id", "warp_id",
+SIMT_FUNCTIONS = ["index_1d", "index_2d", "index_3d", "grid", "gridsize", "sync_threads", "grid_sync", "syncwarp", "lane_id", "warp_id",
                   "shared_array", "dynamic_shared_array", "shfl_down", "shfl_up", "shfl_xor", "shfl_idx",
                   "ballot", "any", "all", "mulhi"]
 RANDOM_FUNCTIONS = {"philox": 4, "uniform": 2, "normal": 2}
@@ -193,6 +193,13 @@ class SimtCalls(BaseTyper):
             if node.args:
                 self.fail("BT0308", node, "`simt.sync_threads()` takes no arguments")
             return ir.Intrinsic(VOID, name="sync_threads", src=node)
+        if name == "grid_sync":
+            if node.args:
+                self.fail("BT0308", node, "`simt.grid_sync()` takes no arguments")
+            if self.device_fn is not None:
+                self.fail("BT0200", node, "`simt.grid_sync()` is called in kernels, not in device functions",
+                          help="call it in the cooperative kernel's body, between the phases it separates")
+            return ir.Intrinsic(VOID, name="grid_sync", src=node)
         if name == "syncwarp":
             if len(node.args) > 1:
                 self.fail("BT0308", node, "`simt.syncwarp(mask=0xffffffff)` takes at most 1 argument")
