@@ -73,8 +73,10 @@ DisjointSlice = _ParamKind("DisjointSlice", takes_rank=False)
 AtomicSlice = _ParamKind("AtomicSlice", takes_rank=False)
 Tensor = _ParamKind("Tensor", takes_rank=True)
 DisjointTensor = _ParamKind("DisjointTensor", takes_rank=True)
+#: a device function's parameter for a kernel's shared array: ``SharedArray[f32]`` or ``SharedArray[f32, 2]``
+SharedArray = _ParamKind("SharedArray", takes_rank=True)
 
 __all__ = [
     "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64", "bool_",
-    "Slice", "DisjointSlice", "AtomicSlice", "Tensor", "DisjointTensor",
+    "Slice", "DisjointSlice", "AtomicSlice", "Tensor", "DisjointTensor", "SharedArray",
 ]

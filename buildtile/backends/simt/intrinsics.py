@@ -77,7 +77,7 @@ class SimtCalls(BaseTyper):
     def call_len(self, node: ast.Call):
         if len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id in self.shared:
             shared = self.shared[node.args[0].id]
-            if shared.ty.dynamic:
+            if shared.ty.dynamic or shared.ty.view:
                 return ir.Len(I64, param=shared.name, src=node)
             return ir.Const(I64, value=shared.ty.shape[0], src=node)
         if len(node.args) == 1 and self.is_constant_array(node.args[0]):

@@ -102,8 +102,11 @@ class SharedT:
     rank: int = 1
     dynamic: bool = False     # simt.dynamic_shared_array(T): sized by the launch's dynamic shared memory
     shape: tuple[int, ...] = ()   # a static array's extents (rank of them)
+    view: bool = False        # a device function's SharedArray[T, rank] parameter: extents passed in
 
     def __str__(self) -> str:
+        if self.view:
+            return f"SharedArray[{self.elem}]" if self.rank == 1 else f"SharedArray[{self.elem}, {self.rank}]"
         if self.dynamic:
             return f"SharedArray[{self.elem}, dynamic]"
         return f"SharedArray[{self.elem}, {self.size if self.rank == 1 else self.shape}]"

@@ -67,6 +67,8 @@ def arg_types(ty) -> list[lir.Type]:
         return [GLOBAL_PTR, I64]
     if isinstance(ty, types.TensorT):
         return [GLOBAL_PTR] + [I64] * (2 * ty.rank)
+    if isinstance(ty, types.SharedT):
+        return [SHARED_PTR] + [I64] * (2 * ty.rank)
     return [reg_type(ty)]
 
 
@@ -124,10 +126,11 @@ class _Lowering(StatementLowering, ExpressionLowering, IntrinsicLowering, Bounds
             if isinstance(p.ty, types.SliceT):
                 self.params[p.name] = ArrayArg(values[0], [values[1]], [I64(1)], p.ty.elem)
                 self.param_kinds[p.name] = types.param_kind_name(p.ty)
-            elif isinstance(p.ty, types.TensorT):
+            elif isinstance(p.ty, (types.TensorT, types.SharedT)):
                 rank = p.ty.rank
                 self.params[p.name] = ArrayArg(values[0], values[1:1 + rank], values[1 + rank:], p.ty.elem)
-                self.param_kinds[p.name] = types.param_kind_name(p.ty)
+                if isinstance(p.ty, types.TensorT):   # a shared view has no manifest kind, as the kernel's
+                    self.param_kinds[p.name] = types.param_kind_name(p.ty)
             else:
                 self.params[p.name] = values[0]
         self._alloc_locals()
