@@ -26,9 +26,10 @@ from buildtile.backends.simt import ir
 from buildtile.backends.simt.intrinsics import RANDOM_MODULE, SimtCalls
 from buildtile.backends.simt.unpacking import TupleAssignment
 from buildtile.backends.simt.witnesses import GEOMETRY, WitnessForms
+from buildtile.backends.simt.complex import ComplexNumbers, is_complex
 from buildtile.backends.simt.params import SIMT_MODULE, TYPES_MODULE, parse_param_type, scalar_of
 from buildtile.backends.simt.types import (
-    I64, Scalar, ShapeT, SharedT, SliceT, TensorT, TupleT, ValuesT, VOID, WEAK_INT, Weak, WitnessT, WitnessTupleT,
+    COMPLEX, I64, Scalar, ShapeT, SharedT, SliceT, TensorT, TupleT, ValuesT, VOID, WEAK_INT, Weak, WitnessT, WitnessTupleT,
     value_type,
 )
 from buildtile.diagnostics import Diagnostic
@@ -136,7 +137,7 @@ def _always_returns(body: list[ir.Stmt]) -> bool:
                or (isinstance(s, ir.Unsafe) and _always_returns(s.body)) for s in body)
 
 
-class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
+class _KernelTyper(ComplexNumbers, TupleAssignment, WitnessForms, SimtCalls):
     """Types one kernel, or with ``device_fn`` one ``@simt.device`` function."""
 
     reference = "see the SIMT language reference"
@@ -178,6 +179,9 @@ class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
                                     "annotate it with a scalar (f32, i64, ...) or Slice[T], DisjointSlice[T], "
                                     "AtomicSlice[T], Tensor[T, rank], DisjointTensor[T, rank]")
         for p in params:
+            if is_complex(p.ty):
+                self.error("BT0308", p.src.annotation, f"kernel parameter `{p.name}` cannot be a complex scalar",
+                           help="pass its parts as two float parameters, or the value in a one-element array")
             if isinstance(p.ty, SharedT):
                 self.error("BT0308", p.src.annotation, f"kernel parameter `{p.name}` cannot be a shared array",
                            help="a kernel declares its shared arrays with `simt.shared_array(T, shape)`; "
@@ -474,6 +478,9 @@ class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
         return None
 
     def expr_Attribute(self, node: ast.Attribute):
+        part = self.complex_attribute(node)
+        if part is not None:
+            return part
         # thread geometry: simt.thread_idx.x ...
         dotted = resolve_dotted(node, self.ns)
         if dotted in MATH_CONSTANTS:
@@ -561,6 +568,9 @@ class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
             return self.call_method(node, self.params[func.value.id], func.attr)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.shared:
             return self.call_method(node, self.shared[func.value.id], func.attr)
+        conjugate = self.complex_method(node)
+        if conjugate is not None:
+            return conjugate
         if dotted and dotted.startswith(RANDOM_MODULE + "."):
             return self.call_random(node, dotted[len(RANDOM_MODULE) + 1:])
         if isinstance(func, ast.Name) and func.id == "len" and "len" not in self.ns:
@@ -568,6 +578,8 @@ class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
         if isinstance(func, ast.Name) and func.id in ("min", "max", "abs") and func.id not in self.ns:
             return self.call_math(node, "fabs" if func.id == "abs" else func.id)
         if dotted and dotted.startswith(TYPES_MODULE + "."):
+            if dotted.rsplit(".", 1)[-1] in COMPLEX:
+                return self.complex_call(node, dotted.rsplit(".", 1)[-1])
             return self.cast_call(node, dotted)
         if dotted and dotted.startswith("math."):
             return self.call_math(node, dotted[5:])

@@ -99,6 +99,9 @@ class SimtCalls(BaseTyper):
         if len(node.args) != arity:
             self.fail("BT0308", node, f"`{name}` takes {arity} argument{'s' if arity > 1 else ''}")
         args = [self.expr(a) for a in node.args]
+        of_complex = self.complex_math(node, name, args)
+        if of_complex is not None:
+            return of_complex
         ty = self.unify_all(args, node)
         if isinstance(ty, Weak):
             ty = F32 if name not in INT_MATH and name != "fabs" else ty.default
@@ -119,8 +122,9 @@ class SimtCalls(BaseTyper):
         elem = param.ty.elem
         if op in ("min", "max", "cas") and not elem.is_int:
             self.fail("BT0308", node, f"`{method}` is defined for integer elements, not {elem}")
-        if elem.bits < 32 or elem == BOOL:
-            self.fail("BT0308", node, f"atomics on {elem} elements are not supported", help="use 32- or 64-bit elements")
+        if elem.bits < 32 or elem == BOOL or elem.kind == "complex":
+            self.fail("BT0308", node, f"atomics on {elem} elements are not supported",
+                      help="use 32- or 64-bit integer or float elements")
         rank = param.ty.rank
         index_node = node.args[0]
         index_nodes = index_node.elts if isinstance(index_node, ast.Tuple) else [index_node]

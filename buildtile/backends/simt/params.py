@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from buildtile.backends.simt.types import BOOL, SCALARS, Scalar, SharedT, SliceT, TensorT
+from buildtile.backends.simt.types import BOOL, COMPLEX, SCALARS, Scalar, SharedT, SliceT, TensorT
 from buildtile.discovery import resolve_dotted
 
 SIMT_MODULE = "buildtile.simt"
@@ -59,5 +59,6 @@ def scalar_of(node: ast.AST, namespace: dict[str, str]) -> Scalar | None:
         return BOOL   # the builtin name reads naturally in annotations
     name = resolve_dotted(node, namespace)
     if name and name.startswith(TYPES_MODULE + "."):
-        return SCALARS.get(name.rsplit(".", 1)[-1])
+        short = name.rsplit(".", 1)[-1]
+        return SCALARS.get(short) or COMPLEX.get(short)
     return None

@@ -63,6 +63,8 @@ class IntrinsicLowering:
 
     def expr_Intrinsic(self, e: ir.Intrinsic) -> lir.Value:
         name = e.name
+        if name.startswith("complex."):
+            return self.complex_op(e, name[8:])
         if "." in name:
             group, axis = name.split(".")
             return self.b.zext(self.sreg(f"{_SREG[group]}.{axis}"), I64)
