@@ -61,6 +61,10 @@ DTYPES = {
     "complex128": (16, 5, 128, "<c16"),  # ... f64 pairs
 }
 
+#: dtypes of array elements only: no kernel takes a scalar of them (a complex value crosses
+#: the ABI in an array)
+ELEMENT_ONLY_DTYPES = frozenset({"complex64", "complex128"})
+
 #: DLPack type codes (dlpack.h DLDataTypeCode)
 DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT, DL_COMPLEX, DL_BOOL = 0, 1, 2, 4, 5, 6
 

@@ -108,7 +108,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildtile.errors import BuildtileError
-from buildtile.interop.abi import ABI_VERSION, DTYPES, PARAM_KINDS, SLICE_KINDS, spell_type
+from buildtile.interop.abi import ABI_VERSION, DTYPES, ELEMENT_ONLY_DTYPES, PARAM_KINDS, SLICE_KINDS, spell_type
 
 MANIFEST_VERSION = 1
 MANIFEST_DIR = "_buildtile"
@@ -484,6 +484,8 @@ def _param(raw: object, index: int, kernel: str) -> ParamRecord:
                                f"(known kinds: {', '.join(PARAM_KINDS)}); this buildtile cannot pass it")
     if dtype not in DTYPES:
         raise malformed(where, f"parameter `{name}` has unknown dtype {dtype!r}")
+    if kind == "scalar" and dtype in ELEMENT_ONLY_DTYPES:
+        raise malformed(where, f"scalar parameter `{name}` has dtype {dtype!r}, which only array elements have")
     if kind == "scalar":
         rank = 0
     elif kind in SLICE_KINDS:
