@@ -18,8 +18,10 @@ def kernel(
     dynamic_shared: int = 0,
     min_compute_capability: str | int | None = None,
     requires: Sequence[str] = (),
+    cooperative: bool = False,
 ):
-    """Declare a SIMT kernel and, with ``block=``, its launch contract."""
+    """Declare a SIMT kernel and, with ``block=``, its launch contract (``cooperative=True``:
+    launched so that every block is resident at once, which ``simt.grid_sync()`` needs)."""
 
     def wrap(pyfunc: Callable):
         from buildtile.runtime.kernel import Kernel
@@ -49,6 +51,7 @@ index_3d = _device_only("index_3d")
 grid = _device_only("grid")
 gridsize = _device_only("gridsize")
 sync_threads = _device_only("sync_threads")
+grid_sync = _device_only("grid_sync")
 syncwarp = _device_only("syncwarp")
 lane_id = _device_only("lane_id")
 warp_id = _device_only("warp_id")

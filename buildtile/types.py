@@ -15,9 +15,11 @@ class ScalarType:
     def __init__(self, name: str, bits: int, kind: str) -> None:
         self.name = name
         self.bits = bits
-        self.kind = kind  # "int", "uint", "float" or "bool"
+        self.kind = kind  # "int", "uint", "float", "bool" or "complex"
 
-    def __call__(self, value):  # a cast, when used outside a kernel
+    def __call__(self, value, imag=0.0):  # a cast, when used outside a kernel
+        if self.kind == "complex":
+            return complex(value, imag)
         if self.kind == "bool":
             return bool(value)
         if self.kind == "float":
@@ -41,6 +43,9 @@ bf16 = ScalarType("bf16", 16, "float")
 f32 = ScalarType("f32", 32, "float")
 f64 = ScalarType("f64", 64, "float")
 bool_ = ScalarType("bool", 1, "bool")
+#: complex numbers (SIMT): ``complex64(re, im)`` builds one from its parts
+complex64 = ScalarType("complex64", 64, "complex")
+complex128 = ScalarType("complex128", 128, "complex")
 
 SCALAR_TYPES = {t.name: t for t in (i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, bool_)}
 
@@ -73,8 +78,11 @@ DisjointSlice = _ParamKind("DisjointSlice", takes_rank=False)
 AtomicSlice = _ParamKind("AtomicSlice", takes_rank=False)
 Tensor = _ParamKind("Tensor", takes_rank=True)
 DisjointTensor = _ParamKind("DisjointTensor", takes_rank=True)
+#: a device function's parameter for a kernel's shared array: ``SharedArray[f32]`` or ``SharedArray[f32, 2]``
+SharedArray = _ParamKind("SharedArray", takes_rank=True)
 
 __all__ = [
     "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64", "bool_",
-    "Slice", "DisjointSlice", "AtomicSlice", "Tensor", "DisjointTensor",
+    "complex64", "complex128",
+    "Slice", "DisjointSlice", "AtomicSlice", "Tensor", "DisjointTensor", "SharedArray",
 ]

@@ -164,6 +164,7 @@ def make_kernel_package(tmp_path, monkeypatch):
                     "coarsen": spec.get("coarsen", 1),
                     "min_compute_capability": spec.get("min_compute_capability"),
                     "requires": [requires_tree(text) for text in spec.get("requires", [])],
+                    **({"cooperative": True} if spec.get("cooperative") else {}),
                 },
                 "artifacts": artifacts,
             })

@@ -48,9 +48,14 @@ struct fake_state {
     int pushes;                 /* contexts pushed over another device's */
     /* configuration, added last so the layout above stays as tests mirror it */
     int driver_version;         /* cuDriverGetVersion's answer (13000: CUDA 13.0) */
+    int multiprocessors;        /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT of every device */
+    int blocks_per_sm;          /* cuOccupancyMaxActiveBlocksPerMultiprocessor's answer */
+    int cooperative_launches;   /* of `launches`, those made with cuLaunchCooperativeKernel */
+    int occupancy_threads;      /* the block size the last occupancy query asked about */
 };
 
-struct fake_state fake = {9, 0, 2, 0, 0, 0, 0, {0}, 0, NULL, 0, 0, "", {0}, {0}, 0, NULL, 0, {{0}}, 0, 13000};
+struct fake_state fake = {9, 0, 2, 0, 0, 0, 0, {0}, 0, NULL, 0, 0, "", {0}, {0}, 0, NULL, 0, {{0}}, 0, 13000,
+                          132, 8, 0, 0};
 
 static struct fake_context contexts[FAKE_DEVICES];
 static struct fake_context* current;
@@ -79,6 +84,7 @@ void fake_reset_observations(void)
     fake.primary_retains = 0;
     fake.launches = 0;
     fake.pushes = 0;
+    fake.cooperative_launches = 0;
     fake.function[0] = '\0';
     fake.param_count = 0; /* a test that reads parameters sets their sizes first */
 }
@@ -127,6 +133,7 @@ CUresult cuDeviceGetAttribute(int* value, int attribute, int device)
     case 4: *value = 64; return 0;                         /* block z */
     case 5: *value = 2147483647; return 0;                 /* grid x */
     case 6: case 7: *value = 65535; return 0;              /* grid y, z */
+    case 16: *value = fake.multiprocessors; return 0;
     case 75: *value = fake.cc_major; return 0;
     case 76: *value = fake.cc_minor; return 0;
     case 97: *value = 227 * 1024; return 0;                /* shared memory, opted in */
@@ -243,4 +250,21 @@ CUresult cuLaunchKernel(struct fake_function* f, unsigned gx, unsigned gy, unsig
     for (int i = 0; i < fake.param_count && i < FAKE_MAX_PARAMS; ++i)
         memcpy(fake.params[i], params[i], (size_t)fake.param_sizes[i]);
     return 0;
+}
+
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, struct fake_function* f, int threads,
+                                                     size_t shared)
+{
+    (void)f;
+    (void)shared;
+    fake.occupancy_threads = threads;
+    *blocks = fake.blocks_per_sm;
+    return 0;
+}
+
+CUresult cuLaunchCooperativeKernel(struct fake_function* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned shared, void* stream, void** params)
+{
+    fake.cooperative_launches++;
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, NULL);
 }

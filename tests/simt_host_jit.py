@@ -30,6 +30,9 @@ _CTYPES = {"i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32, "i
            "f32": ctypes.c_float, "f64": ctypes.c_double, "bool": ctypes.c_uint8, "ptr": ctypes.c_void_p}
 _I32 = ctypes.CFUNCTYPE(ctypes.c_int32)
 _F32 = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_float)
+_F64 = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+_F32F32 = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_float, ctypes.c_float)
+_F64F64 = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double)
 
 
 class HostKernel:
@@ -51,6 +54,13 @@ class HostKernel:
         self._callbacks = {f"host.sreg.{reg}": _I32(lambda reg=reg: self.thread[reg]) for reg in self.thread}
         self._callbacks["__nv_logf"] = _F32(math.log)
         self._callbacks["__nv_cospif"] = _F32(lambda x: math.cos(math.pi * x))
+        # what complex numbers call: the host's math, in each part width
+        for name, fn in (("exp", math.exp), ("cos", math.cos), ("sin", math.sin), ("log", math.log)):
+            self._callbacks[f"__nv_{name}f"] = _F32(fn)
+            self._callbacks[f"__nv_{name}"] = _F64(fn)
+        for name, fn in (("hypot", math.hypot), ("atan2", math.atan2)):
+            self._callbacks[f"__nv_{name}f"] = _F32F32(fn)
+            self._callbacks[f"__nv_{name}"] = _F64F64(fn)
         for symbol, fn in self._callbacks.items():
             llvm.add_symbol(symbol, ctypes.cast(fn, ctypes.c_void_p).value)
         llvm.initialize_native_target()

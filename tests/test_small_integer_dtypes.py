@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from buildtile import types
-from buildtile.backends.common.types import SCALARS
-from buildtile.interop.abi import DTYPES
+from buildtile.backends.common.types import ELEMENT_TYPES, SCALARS
+from buildtile.interop.abi import DTYPES, ELEMENT_ONLY_DTYPES
 from buildtile.interop.c_syntax import C_SCALAR, CPP_TYPE
 from buildtile.runtime.dtypes import (
     DISPLAY_NAMES, INT_RANGES, STRUCT_CODES, ScalarRefused, from_dlpack, from_torch, from_typestr, scalar_converter,
@@ -31,7 +31,11 @@ class _TorchDtype:
 
 def test_every_abi_dtype_is_in_every_table():
     for name in DTYPES:
-        assert name in C_SCALAR and name in CPP_TYPE and name in DISPLAY_NAMES and name in STRUCT_CODES
+        assert name in CPP_TYPE and name in DISPLAY_NAMES and name in ELEMENT_TYPES
+        if name in ELEMENT_ONLY_DTYPES:   # complex: array elements only, never a scalar parameter
+            assert name not in C_SCALAR and name not in STRUCT_CODES and name not in SCALARS
+            continue
+        assert name in C_SCALAR and name in STRUCT_CODES
         assert name in SCALARS and name in {t.name for t in types.SCALAR_TYPES.values()}
 
 

@@ -68,10 +68,16 @@ DTYPES = {
     "bf16": (2, 4, 16, "<V2"),  # NumPy has no bf16; CAI producers use "<V2"
     "f32": (4, 2, 32, "<f4"),
     "f64": (8, 2, 64, "<f8"),
+    "complex64": (8, 5, 64, "<c8"),      # interleaved (real, imaginary) f32 pairs
+    "complex128": (16, 5, 128, "<c16"),  # ... f64 pairs
 }
 
+#: dtypes of array elements only: no kernel takes a scalar of them (a complex value crosses
+#: the ABI in an array)
+ELEMENT_ONLY_DTYPES = frozenset({"complex64", "complex128"})
+
 #: DLPack type codes (dlpack.h DLDataTypeCode)
-DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT, DL_BOOL = 0, 1, 2, 4, 6
+DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT, DL_COMPLEX, DL_BOOL = 0, 1, 2, 4, 5, 6
 
 
 @dataclass(frozen=True)

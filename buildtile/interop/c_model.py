@@ -67,6 +67,7 @@ class Kernel:
     #: the images of each entry a Tile kernel launches (one per specialization), by its symbol
     images_of: dict[str, tuple[Image, ...]] = field(default_factory=dict)
     coarsen: int = 1                     # logical blocks per launched block (abi.launch_extras)
+    cooperative: bool = False            # launched with every block resident (simt.grid_sync)
 
     @property
     def qualname(self) -> str:
@@ -168,6 +169,7 @@ def _c_kernel(record: KernelRecord, package_out: Path) -> Kernel:
         kind=record.kind,
         tile=tile,
         coarsen=contract.coarsen,
+        cooperative=contract.cooperative,
         images_of=images_of,
     )
 

@@ -135,7 +135,7 @@ def _kernel(i: int, kernel: Kernel, module: int, index: int) -> str:
         f"    &bt_module_{module}, {index}, {string_literal(kernel.qualname)},",
         (f"    {{{block[0]}, {block[1]}, {block[2]}}}, {kernel.index_dims}, {kernel.dynamic_shared}u, "
          f"{kernel.coarsen}u, {kernel.min_cc or 0},"),
-        f"    {f'bt_buffers_{i}' if buffers else 'NULL'}, {len(buffers)},",
+        f"    {f'bt_buffers_{i}' if buffers else 'NULL'}, {len(buffers)}, {int(kernel.cooperative)},",
         "};",
         "",
         f"BUILDTILE_API {launcher_prototype(kernel, arg_prefix=ARG_PREFIX)}",

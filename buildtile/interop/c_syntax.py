@@ -63,6 +63,8 @@ CPP_TYPE = {
     "bf16": "buildtile::bf16",
     "f32": "float",
     "f64": "double",
+    "complex64": "std::complex<float>",    # interleaved (real, imaginary), as the kernels read them
+    "complex128": "std::complex<double>",
 }
 
 

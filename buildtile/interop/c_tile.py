@@ -126,7 +126,7 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
             f"static const bt_kernel {var} = {{",
             f"    &bt_module_{m}, {index}, {string_literal(kernel.qualname)},",
             f"    {{{bx}, {by}, {bz}}}, 0, {spec.shared_bytes}u, 1u, {kernel.min_cc or 0},",
-            f"    bt_buffers_{i}, {len(buffers)},",
+            f"    bt_buffers_{i}, {len(buffers)}, 0,",
             "};",
             (f"static const bt_tile bt_tile_{i}_{s} = {{{grid_buffer}, bt_tiles_{i}_{s} + {offset}, {grid_rank}, "
              f"{int(kernel.tile.takes_schedule)}}};"),

@@ -31,7 +31,8 @@ and ``buildtile inspect``. Version 1 looks like this::
             "min_blocks": null,
             "dynamic_shared": 0,
             "min_compute_capability": null,
-            "requires": [{"text": "len(a) == len(c)", "expr": {...}}]
+            "requires": [{"text": "len(a) == len(c)", "expr": {...}}],
+            "cooperative": true          # only when set: every block resident at once (grid_sync)
           },
           "artifacts": {                 # paths relative to _buildtile/
             "sm_80": {"kind": "cubin", "path": "kernels/example_kernels_ops__vecadd.sm_80.cubin", "sha256": "...",
@@ -113,7 +114,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildtile.errors import BuildtileError
-from buildtile.interop.abi import ABI_VERSION, DTYPES, PARAM_KINDS, SLICE_KINDS, spell_type
+from buildtile.interop.abi import ABI_VERSION, DTYPES, ELEMENT_ONLY_DTYPES, PARAM_KINDS, SLICE_KINDS, spell_type
 
 MANIFEST_VERSION = 1
 MANIFEST_DIR = "_buildtile"
@@ -267,6 +268,7 @@ class ContractRecord:
     min_compute_capability: tuple[int, int] | None
     requires: tuple[RequirementRecord, ...]
     coarsen: int = 1                            # logical blocks per launched block (abi.launch_extras)
+    cooperative: bool = False                   # launched with every block resident (simt.grid_sync)
 
 
 @dataclass(frozen=True)
@@ -494,6 +496,8 @@ def _param(raw: object, index: int, kernel: str) -> ParamRecord:
                                f"(known kinds: {', '.join(PARAM_KINDS)}); this buildtile cannot pass it")
     if dtype not in DTYPES:
         raise malformed(where, f"parameter `{name}` has unknown dtype {dtype!r}")
+    if kind == "scalar" and dtype in ELEMENT_ONLY_DTYPES:
+        raise malformed(where, f"scalar parameter `{name}` has dtype {dtype!r}, which only array elements have")
     if kind == "scalar":
         rank = 0
     elif kind in SLICE_KINDS:
@@ -534,7 +538,11 @@ def _contract(raw: object, params: tuple[ParamRecord, ...], where: str) -> Contr
             raise malformed(f"{where}.requires[{i}]", f"contract.requires[{i}] needs a text and an expr")
         relations.append(RequirementRecord(entry["text"], entry["expr"]))
     min_cc = _compute_capability(raw.get("min_compute_capability"), f"{where}.min_compute_capability")
-    return ContractRecord(block, index_dims, min_blocks, dynamic_shared, min_cc, tuple(relations), coarsen)
+    cooperative = raw.get("cooperative", False)
+    if not isinstance(cooperative, bool):
+        raise malformed(f"{where}.cooperative", f"contract.cooperative is {cooperative!r}; expected true or false")
+    return ContractRecord(block, index_dims, min_blocks, dynamic_shared, min_cc, tuple(relations), coarsen,
+                          cooperative)
 
 
 def _block(block: object, where: str, what: str) -> tuple[int, int, int] | None:

@@ -32,6 +32,7 @@ class LaunchContract:
     min_compute_capability: tuple[int, int] | None
 
     coarsen: int = 1                 # logical blocks per launched block (abi.launch_extras)
+    cooperative: bool = False        # every block resident at once (simt.grid_sync)
 
     @classmethod
     def from_manifest(cls, record: ContractRecord, *, tile: bool = False) -> LaunchContract:
@@ -39,7 +40,7 @@ class LaunchContract:
         if tile:
             return cls(None, 0, record.dynamic_shared, record.min_compute_capability)
         return cls(record.block, record.index_dims, record.dynamic_shared, record.min_compute_capability,
-                   record.coarsen)
+                   record.coarsen, record.cooperative)
 
 
 def dim3(value, what: str) -> Dim3:

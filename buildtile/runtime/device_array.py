@@ -30,6 +30,7 @@ from buildtile.runtime.streams import stream_handle
 _NUMPY_DTYPES = {
     "bool": np.bool_, "i8": np.int8, "i16": np.int16, "u8": np.uint8, "u16": np.uint16, "i32": np.int32, "i64": np.int64, "u32": np.uint32, "u64": np.uint64,
     "f16": np.float16, "f32": np.float32, "f64": np.float64,
+    "complex64": np.complex64, "complex128": np.complex128,
 }
 
 

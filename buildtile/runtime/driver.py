@@ -291,6 +291,14 @@ class CudaDriver:
             function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes,
         ), "cuFuncSetAttribute")
 
+    def occupancy(self, ctx: DeviceContext, function, threads: int, shared: int) -> int:
+        """Blocks of ``function`` (``threads`` each, ``shared`` dynamic shared bytes) that one
+        multiprocessor runs at once."""
+        cu = self.cu
+        with self.entered(ctx):
+            return int(self.check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, threads, shared),
+                                  "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+
     # ------------------------------------------------------------------ launch
 
     def launch(self, ctx: DeviceContext, function, config: tuple, stream: int, packed: bytes,
@@ -310,13 +318,19 @@ class CudaDriver:
             return
         self._launch_through_bindings(ctx, function, config, stream, packed, offsets)
 
+    def launch_cooperative(self, ctx: DeviceContext, function, config: tuple, stream: int, packed: bytes,
+                           offsets: tuple[int, ...]) -> None:
+        """:meth:`launch` through ``cuLaunchCooperativeKernel``: every block resident at once,
+        with the grid workspace ``simt.grid_sync()`` counts its arrivals in."""
+        self._launch_through_bindings(ctx, function, config, stream, packed, offsets, cooperative=True)
+
     def native_target(self, ctx: DeviceContext, function) -> tuple[int, int] | None:
         """``(context address, function address)`` for a prepared launch that calls the compiled
         launch itself (see ``_native.c``), or None when this driver's launches do not go there."""
         return (ctx.handle_int, int(function)) if self._native_launch is not None else None
 
     def _launch_through_bindings(self, ctx: DeviceContext, function, config: tuple, stream: int,
-                                 packed: bytes, offsets: tuple[int, ...]) -> None:
+                                 packed: bytes, offsets: tuple[int, ...], cooperative: bool = False) -> None:
         """:meth:`launch` without the compiled launch call (an install without a C compiler)."""
         cu = self.cu
         buffer = ctypes.create_string_buffer(packed, max(len(packed), 1))
@@ -336,12 +350,16 @@ class CudaDriver:
             if err != 0:
                 raise self._error(cu, err, "making the device's primary context current")
         try:
-            err, = cu.cuLaunchKernel(function, *config, stream, params, 0)
+            if cooperative:
+                err, = cu.cuLaunchCooperativeKernel(function, *config, stream, params)
+            else:
+                err, = cu.cuLaunchKernel(function, *config, stream, params, 0)
         finally:
             if pushed:
                 cu.cuCtxPopCurrent()
         if err != 0:
-            raise self._launch_error(cu, err, ctx, stream)
+            raise self._launch_error(cu, err, ctx, stream,
+                                     "cuLaunchCooperativeKernel" if cooperative else "cuLaunchKernel")
 
     def raise_launch_failure(self, ctx: DeviceContext, err: int, stream: int) -> None:
         """Raise the CudaError for what the compiled launch call returned in ``ctx`` (see
@@ -351,8 +369,8 @@ class CudaDriver:
             raise self._error(cu, _as_result(cu, -err), "making the device's primary context current")
         raise self._launch_error(cu, _as_result(cu, err), ctx, stream)
 
-    def _launch_error(self, cu, err, ctx: DeviceContext, stream: int) -> Exception:
-        error = self._error(cu, err, "cuLaunchKernel")
+    def _launch_error(self, cu, err, ctx: DeviceContext, stream: int, call: str = "cuLaunchKernel") -> Exception:
+        error = self._error(cu, err, call)
         if stream not in (0, 1, 2) and getattr(error, "result_name", "") in (
             "CUDA_ERROR_INVALID_HANDLE", "CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_INVALID_VALUE",
         ):

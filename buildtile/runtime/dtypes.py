@@ -14,7 +14,7 @@ import math
 import struct
 import sys
 
-from buildtile.interop.abi import DL_BFLOAT, DL_BOOL, DL_FLOAT, DL_INT, DL_UINT, DTYPES
+from buildtile.interop.abi import DL_BFLOAT, DL_BOOL, DL_COMPLEX, DL_FLOAT, DL_INT, DL_UINT, DTYPES
 
 #: ABI dtype name -> element size in bytes
 ITEMSIZE = {name: spec[0] for name, spec in DTYPES.items()}
@@ -34,6 +34,8 @@ DISPLAY_NAMES = {
     "bf16": "bfloat16",
     "f32": "float32",
     "f64": "float64",
+    "complex64": "complex64",
+    "complex128": "complex128",
 }
 
 _KIND_NAMES = {"f": "float", "i": "int", "u": "uint", "b": "bool", "c": "complex", "V": "void"}
@@ -54,6 +56,8 @@ _TYPESTR_TO_NAME = {
     "f4": "f32",
     "f8": "f64",
     "V2": "bf16",
+    "c8": "complex64",
+    "c16": "complex128",
 }
 
 _DLPACK_TO_NAME = {
@@ -70,11 +74,13 @@ _DLPACK_TO_NAME = {
     (DL_FLOAT, 32): "f32",
     (DL_FLOAT, 64): "f64",
     (DL_BFLOAT, 16): "bf16",
+    (DL_COMPLEX, 64): "complex64",
+    (DL_COMPLEX, 128): "complex128",
 }
 #: ABI dtype name -> DLPack ``(type code, bits)``
 DLPACK_OF_NAME = {name: code_bits for code_bits, name in _DLPACK_TO_NAME.items()}
 _DLPACK_CODE_NAMES = {DL_INT: "int", DL_UINT: "uint", DL_FLOAT: "float", DL_BFLOAT: "bfloat", DL_BOOL: "bool",
-                      5: "complex"}
+                      DL_COMPLEX: "complex"}
 
 _NATIVE_ORDER = "<" if sys.byteorder == "little" else ">"
 
@@ -139,6 +145,8 @@ _TORCH_TO_NAME = {
     "bfloat16": "bf16",
     "float32": "f32",
     "float64": "f64",
+    "complex64": "complex64",
+    "complex128": "complex128",
 }
 
 

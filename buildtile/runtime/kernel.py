@@ -86,7 +86,7 @@ class Kernel(ManifestBound):
         is checked now instead of at the first launch on that device.
         """
         self._check_kind()
-        prepared = prepare_launch(self, grid, block)
+        prepared = prepare_launch(self, grid, block, device)
         if device is not None:
             self.function_for(device)
         return prepared

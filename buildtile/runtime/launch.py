@@ -35,6 +35,7 @@ from buildtile.interop.abi import launch_extras
 from buildtile.runtime import bounds
 from buildtile.runtime import driver as _driver_module
 from buildtile.runtime.contract import check_launch_config, check_unsafe_config
+from buildtile.runtime.cooperative import check_co_resident
 from buildtile.runtime.driver import get_driver
 from buildtile.runtime.native import compiled
 from buildtile.runtime.streams import MAX_STREAM_HANDLE, current_stream_source, stream_handle
@@ -47,11 +48,19 @@ _LaunchBase = compiled.FastLaunch if compiled is not None else object
 _CHECKED = object()
 
 
-def prepare_launch(kernel, grid, block=None) -> PreparedLaunch:
-    """``kernel.prepare(grid, block)``: the configuration checked against the kernel's contract."""
+def prepare_launch(kernel, grid, block=None, device: int | None = None) -> PreparedLaunch:
+    """``kernel.prepare(grid, block)``: the configuration checked against the kernel's contract.
+
+    A cooperative kernel's grid is checked now against what ``device`` (the calling thread's
+    device when None) holds resident; a launch on another device checks it there."""
     signature = kernel.signature
     grid3, block3 = check_launch_config(signature.contract, signature.name, grid, block)
-    return _launch_class(kernel)(_CHECKED, kernel, grid3, block3, signature.contract.dynamic_shared)
+    prepared = _launch_class(kernel)(_CHECKED, kernel, grid3, block3, signature.contract.dynamic_shared)
+    if signature.contract.cooperative:
+        driver = get_driver()
+        function = kernel.function_for(driver.current_device() if device is None else device)
+        check_co_resident(driver, function, signature.name, prepared._config[:3], block3, prepared.shared_mem)
+    return prepared
 
 
 def prepare_unsafe_launch(kernel, grid, block, shared_mem: int) -> PreparedLaunch:
@@ -88,7 +97,7 @@ class PreparedLaunch(_LaunchBase):
 
     __slots__ = (
         "kernel", "grid", "block", "shared_mem", "unsafe",
-        "_signature", "_bind", "_pack", "_extras", "_offsets", "_last", "_config",
+        "_signature", "_bind", "_pack", "_extras", "_offsets", "_last", "_config", "_cooperative",
     )
 
     def __new__(cls, token: object, *args, **kwargs):
@@ -109,6 +118,7 @@ class PreparedLaunch(_LaunchBase):
         _set(self, "unsafe", unsafe)
         signature = kernel.signature
         _set(self, "_signature", signature)
+        _set(self, "_cooperative", signature.contract.cooperative)
         _set(self, "_bind", signature.hot_binder)
         layout = signature.layout
         # a coarsened kernel runs several logical blocks per launched block and takes the
@@ -174,6 +184,14 @@ class PreparedLaunch(_LaunchBase):
         if last[0] is not values:  # a binder hands back the same tuple for the same values
             last = (values, self._pack(*values, *self._extras) if self._extras else self._pack(*values))
             _SET_LAST(self, last)
+        if self._cooperative:
+            # the grid must fit the device it runs on; the compiled way launches only plainly
+            config = self._config
+            check_co_resident(driver, function, self._signature.name, config[:3], config[3:6], config[6])
+            driver.launch_cooperative(function.context, function.handle, config, handle, last[1], self._offsets)
+            if compiled is not None:
+                self._disarm()
+            return
         driver.launch(function.context, function.handle, self._config, handle, last[1], self._offsets)
         if compiled is not None:
             # the next calls that bind the same way launch from C, with what was found here; others

@@ -45,6 +45,7 @@ class LaunchRecord:
     stream: int
     params: bytes  # the packed argument buffer (ABI order, natural alignment)
     offsets: tuple[int, ...] = ()  # where each kernel parameter starts in ``params``
+    cooperative: bool = False      # launched with cuLaunchCooperativeKernel
 
     def param(self, k: int, code: str):
         """Kernel parameter ``k``, read as the ``struct`` format ``code`` (e.g. ``"q"``)."""
@@ -68,7 +69,8 @@ class FakeDriver:
     loaded_images: list = field(default_factory=list)  # (device, image bytes)
     fail_launch: Exception | None = None               # raise this from launch()
     version: tuple[int, int] = (13, 0)                 # the CUDA release driver_version() reports
-    multiprocessors: int = 132                         # SMs per device (an H100/H200 has 132)
+    multiprocessors: int = 132                         # of every device
+    blocks_per_multiprocessor: int = 8                 # occupancy() of every function
 
     def __post_init__(self) -> None:
         self._contexts: dict[int, DeviceContext] = {}
@@ -209,6 +211,17 @@ class FakeDriver:
             raise self.fail_launch
         self.launches.append(LaunchRecord(function[1], ctx.device, tuple(config[0:3]), tuple(config[3:6]),
                                           config[6], stream, bytes(packed), tuple(offsets)))
+
+    def launch_cooperative(self, ctx, function, config, stream, packed, offsets) -> None:
+        self._record("launch_cooperative", function[1])
+        if self.fail_launch is not None:
+            raise self.fail_launch
+        self.launches.append(LaunchRecord(function[1], ctx.device, tuple(config[0:3]), tuple(config[3:6]),
+                                          config[6], stream, bytes(packed), tuple(offsets), cooperative=True))
+
+    def occupancy(self, ctx, function, threads: int, shared: int) -> int:
+        self._record("occupancy", function[1], threads, shared)
+        return self.blocks_per_multiprocessor
 
     def native_target(self, ctx, function) -> None:
         """Launches go through :meth:`launch`, never straight to the compiled launch call."""

@@ -41,6 +41,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <complex>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -54,7 +55,9 @@
 
 #include "example_kernels/kernels.hpp"
 
+namespace cooperative = example_kernels::cooperative;
 namespace memory = example_kernels::memory;
+namespace numbers = example_kernels::numbers;
 namespace ops = example_kernels::ops;
 namespace patterns = example_kernels::patterns;
 namespace tiles = example_kernels::tiles;
@@ -133,7 +136,7 @@ std::size_t dtype_size(const std::string& dtype)
         return 2;
     if (dtype == "f32" || dtype == "i32" || dtype == "u32")
         return 4;
-    if (dtype == "f64" || dtype == "i64" || dtype == "u64")
+    if (dtype == "f64" || dtype == "i64" || dtype == "u64" || dtype == "complex64")
         return 8;
     throw HostError("unknown dtype `" + dtype + "`");
 }
@@ -187,6 +190,10 @@ struct Dtype<float> {
 template <>
 struct Dtype<double> {
     static constexpr const char* name = "f64";
+};
+template <>
+struct Dtype<std::complex<float>> {
+    static constexpr const char* name = "complex64";
 };
 template <>
 struct Dtype<std::int8_t> {
@@ -457,6 +464,21 @@ void memory_transpose_shared(const Job& j, void* stream)
     memory::transpose_shared({j.grid, stream}, tensor_in<float, 2>(a), tensor_out<float, 2>(o));
 }
 
+void cooperative_normalized_histogram(const Job& j, void* stream)
+{
+    const Arg &values = j.arg(0, "values"), &counts = j.arg(1, "counts"), &freq = j.arg(2, "freq");
+    cooperative::normalized_histogram({j.grid, stream}, in<std::int32_t>(values), out<std::uint32_t>(counts),
+                                      out<float>(freq));
+}
+
+void numbers_rotate_phase(const Job& j, void* stream)
+{
+    const Arg &z = j.arg(0, "z"), &theta = j.arg(1, "theta"), &o = j.arg(2, "out"), &m = j.arg(3, "magnitude");
+    expect_grid(j, buildtile::cover(z.shape.at(0), numbers::rotate_phase_block));
+    numbers::rotate_phase({j.grid, stream}, in<std::complex<float>>(z), in<float>(theta),
+                          out<std::complex<float>>(o), out<float>(m));
+}
+
 void memory_block_histogram(const Job& j, void* stream)
 {
     const Arg &values = j.arg(0, "values"), &bins = j.arg(1, "bins");
@@ -595,6 +617,8 @@ const std::map<std::string, Runner>& runners()
         {"patterns.laplacian_3d", patterns_laplacian_3d},
         {"patterns.sum_partials", patterns_sum_partials},
         {"patterns.reverse_blocks", patterns_reverse_blocks},
+        {"cooperative.normalized_histogram", cooperative_normalized_histogram},
+        {"numbers.rotate_phase", numbers_rotate_phase},
         {"memory.transpose_shared", memory_transpose_shared},
         {"memory.block_histogram", memory_block_histogram},
         {"memory.grid_histogram", memory_grid_histogram},

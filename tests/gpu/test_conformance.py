@@ -122,7 +122,7 @@ class Job:
 
 _ABI_NUMPY = {"f16": np.float16, "bf16": np.uint16, "f32": np.float32, "f64": np.float64,
               "i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16,
-              "i32": np.int32, "i64": np.int64, "u32": np.uint32, "u64": np.uint64}
+              "i32": np.int32, "i64": np.int64, "u32": np.uint32, "u64": np.uint64, "complex64": np.complex64}
 
 
 def poison(shape, dtype: str) -> np.ndarray:
@@ -180,7 +180,7 @@ def _grid3(grid) -> tuple[int, int, int]:
 
 def make_jobs(seed: int = 2024) -> list[Job]:
     """One job or more per kernel and per tile specialization of example_kernels (on the device under test)."""
-    from example_kernels import memory, ops, patterns
+    from example_kernels import cooperative, memory, numbers, ops, patterns
 
     from buildtile import random
 
@@ -192,7 +192,7 @@ def make_jobs(seed: int = 2024) -> list[Job]:
     def arr(name, data, dtype=None):
         dtype = dtype or {np.float32: "f32", np.float64: "f64", np.int32: "i32", np.int64: "i64",
                           np.uint32: "u32", np.float16: "f16", np.int8: "i8", np.uint8: "u8", np.int16: "i16",
-                          np.uint16: "u16"}[data.dtype.type]
+                          np.uint16: "u16", np.complex64: "complex64"}[data.dtype.type]
         return Array(name, np.ascontiguousarray(data), dtype)
 
     jobs: list[Job] = []
@@ -269,6 +269,26 @@ def make_jobs(seed: int = 2024) -> list[Job]:
                     [arr("x", rx), arr("out", poison(r, "f32"))],
                     exact("out", rpad.reshape(-1, 256)[:, ::-1].reshape(-1)[:r]),
                     grid=_grid3(patterns.reverse_blocks.grid_for(r))))
+
+    # --- SIMT: example_kernels.cooperative and example_kernels.numbers
+    hist = rng.integers(-5, 70, n).astype(np.int32)    # some off the 61 bins: not counted
+    counts = np.bincount(hist[(hist >= 0) & (hist < 61)], minlength=61).astype(np.uint32)
+    jobs.append(Job("cooperative.normalized_histogram", "cooperative.normalized_histogram",
+                    [arr("values", hist), arr("counts", np.zeros(61, np.uint32)), arr("freq", poison(61, "f32"))],
+                    all_of(exact("counts", counts),
+                           close("freq", counts.astype(np.float64) / n, 1e-6, 0.0)),
+                    grid=(64, 1, 1)))   # fewer blocks than any device holds at once; grid-stride loops cover the rest
+    z = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+    theta = rng.uniform(-np.pi, np.pi, n).astype(np.float32)
+
+    def rotated(out: dict) -> None:
+        np.testing.assert_allclose(out["out"], z * np.exp(1j * theta.astype(np.float64)), rtol=2e-5, atol=2e-6,
+                                   err_msg="`out`")
+    jobs.append(Job("numbers.rotate_phase", "numbers.rotate_phase",
+                    [arr("z", z), arr("theta", theta), arr("out", poison(n, "complex64")),
+                     arr("magnitude", poison(n, "f32"))],
+                    all_of(rotated, close("magnitude", np.abs(z).astype(np.float64), 1e-6, 0.0)),
+                    grid=_grid3(numbers.rotate_phase.grid_for(n))))
 
     # --- SIMT: example_kernels.memory
     jobs.append(Job("memory.transpose_shared", "memory.transpose_shared",

@@ -15,7 +15,7 @@ from buildtile.diagnostics import Diagnostic, Span
 _CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 _BIN = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
 MAX_BLOCK = (1024, 1024, 64)
-CONTRACT_KEYS = ("block", "min_blocks", "dynamic_shared", "min_compute_capability", "requires")
+CONTRACT_KEYS = ("block", "min_blocks", "dynamic_shared", "min_compute_capability", "requires", "cooperative")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,10 @@ def parse_contract(decorator: ast.expr, params: dict[str, ParamFacts], consts: d
                 contract["block"] = _block(kw.value, consts)
             elif kw.arg == "min_compute_capability":
                 contract["min_compute_capability"] = _compute_capability(kw.value)
+            elif kw.arg == "cooperative":
+                # recorded only when set, so the contracts of other kernels read as before
+                if _const_bool(kw.value, consts):
+                    contract["cooperative"] = True
             else:
                 value = _const_int(kw.value, consts)
                 if value < 0:
@@ -79,6 +83,13 @@ def _const_int(node: ast.AST, consts: dict) -> int:
     value = fold_constant(node, consts)
     if not isinstance(value, int) or isinstance(value, bool):
         raise _Bad(node, f"`{ast.unparse(node)}` is not a constant integer")
+    return value
+
+
+def _const_bool(node: ast.AST, consts: dict) -> bool:
+    value = fold_constant(node, consts)
+    if not isinstance(value, bool):
+        raise _Bad(node, f"`cooperative` is True or False, not `{ast.unparse(node)}`")
     return value
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import llvmlite.ir as lir
 
 from buildtile.backends.common.llvm import GLOBAL_PTR, I32, I64, VOID, from_memory, mem_type
-from buildtile.backends.common.types import SCALARS, Scalar
+from buildtile.backends.common.types import ELEMENT_TYPES, Scalar
 from buildtile.interop.abi import SLICE_KINDS, PtxParam, kernel_params
 
 
@@ -61,7 +61,7 @@ def _llvm_type(param: PtxParam) -> lir.Type:
         return GLOBAL_PTR
     if param.ctype == "i64":
         return I64
-    return mem_type(SCALARS[param.ctype])
+    return mem_type(ELEMENT_TYPES[param.ctype])
 
 
 def kernel_entry(module: lir.Module, symbol: str, params: list[dict], *,
@@ -86,7 +86,7 @@ def kernel_entry(module: lir.Module, symbol: str, params: list[dict], *,
     args = iter(fn.args)
     for p, group in zip(params, flat):
         values = [next(args) for _ in group]
-        elem = SCALARS[p["dtype"]]
+        elem = ELEMENT_TYPES[p["dtype"]]
         if p["kind"] == "scalar":
             entry.scalars[p["name"]] = from_memory(entry.alloca_builder, values[0], elem)
             continue

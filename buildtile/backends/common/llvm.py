@@ -36,9 +36,12 @@ def new_module(name: str) -> lir.Module:
 
 # ------------------------------------------------------------ value representation
 def reg_type(ty: Scalar) -> lir.Type:
-    """The register type of a value (f16/bf16: f32)."""
+    """The register type of a value (f16/bf16: f32; a complex number: a pair of floats)."""
     if ty == BOOL:
         return I1
+    if ty.kind == "complex":
+        part = F64T if ty.bits == 128 else F32T
+        return lir.LiteralStructType([part, part])
     if ty.is_int:
         return lir.IntType(ty.bits)
     return F64T if ty.bits == 64 else F32T
@@ -160,6 +163,8 @@ def memory_const(ty: Scalar, value: object) -> lir.Constant:
 
 def zero_of(t: lir.Type) -> lir.Constant:
     """The zero of an LLVM type."""
+    if isinstance(t, lir.LiteralStructType):
+        return lir.Constant(t, None)
     return t(0.0) if isinstance(t, (lir.FloatType, lir.DoubleType, lir.HalfType)) else t(0)
 
 

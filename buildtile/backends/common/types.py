@@ -38,6 +38,13 @@ BOOL = Scalar("bool", 1, "bool")
 SCALARS = {t.name: t for t in (I8, I16, I32, I64, U8, U16, U32, U64, F16, BF16, F32, F64, BOOL)}
 #: Python-side spelling of bool in buildtile.types
 SCALARS["bool_"] = BOOL
+#: complex numbers, pairs of floats (real, imaginary) laid out interleaved as NumPy's; SIMT
+#: kernels only, so not among the SCALARS every language reads
+C64 = Scalar("complex64", 64, "complex")
+C128 = Scalar("complex128", 128, "complex")
+COMPLEX = {t.name: t for t in (C64, C128)}
+#: every element type an array parameter of some language may have, by manifest dtype
+ELEMENT_TYPES = {**SCALARS, **COMPLEX}
 
 
 @dataclass(frozen=True)

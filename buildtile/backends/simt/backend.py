@@ -51,6 +51,7 @@ class SimtBackend(BackendImpl):
                 pass  # no contract: launchable only through unsafe_launch
             elif contract["block"] is not None and kernel_ir.index_dims:
                 _check_block_dims(contract["block"], kernel_ir.index_dims, source, diags)
+            diags += _check_grid_sync(kernel_ir, contract, source)
             contract["coarsen"] = COARSEN_FACTOR if can_coarsen(kernel_ir, contract) else 1
             if any(t.dynamic for t in kernel_ir.shared.values()) and not contract["dynamic_shared"]:
                 diags.append(Diagnostic(
@@ -120,6 +121,19 @@ def bounds_sites(kernel_ir, source: KernelSource) -> list[tuple]:
                                  "line": getattr(node, "lineno", 0), "col": getattr(node, "col_offset", 0) + 1,
                                  "text": ast.unparse(node) if node is not None else ""}))
     return sites
+
+
+def _check_grid_sync(kernel_ir, contract: dict, source: KernelSource) -> list[Diagnostic]:
+    """``simt.grid_sync()`` waits for every block of the grid: only a cooperative launch
+    (every block resident at once) gets past it, so only such a contract may use it."""
+    if contract.get("cooperative"):
+        return []
+    return [Diagnostic(
+        "BT0600", "`simt.grid_sync()` needs a cooperative launch, and the kernel's contract does not ask for one",
+        Span.of(expr.src, source.display_file, source.lines),
+        help="declare `@simt.kernel(block=..., cooperative=True)`: the grid is then launched so that "
+             "every block is resident at once, and `prepare()` refuses a grid that cannot be")
+        for expr in ir.walk_exprs(kernel_ir.body) if isinstance(expr, ir.Intrinsic) and expr.name == "grid_sync"]
 
 
 def _check_block_dims(block: list[int], dims: int, source: KernelSource, diags: list[Diagnostic]) -> None:

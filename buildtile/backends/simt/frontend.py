@@ -26,9 +26,10 @@ from buildtile.backends.simt import ir
 from buildtile.backends.simt.intrinsics import RANDOM_MODULE, SimtCalls
 from buildtile.backends.simt.unpacking import TupleAssignment
 from buildtile.backends.simt.witnesses import GEOMETRY, WitnessForms
+from buildtile.backends.simt.complex import ComplexNumbers, is_complex
 from buildtile.backends.simt.params import SIMT_MODULE, TYPES_MODULE, parse_param_type, scalar_of
 from buildtile.backends.simt.types import (
-    I64, Scalar, ShapeT, SharedT, SliceT, TensorT, TupleT, ValuesT, VOID, WEAK_INT, Weak, WitnessT, WitnessTupleT,
+    COMPLEX, I64, Scalar, ShapeT, SharedT, SliceT, TensorT, TupleT, ValuesT, VOID, WEAK_INT, Weak, WitnessT, WitnessTupleT,
     value_type,
 )
 from buildtile.diagnostics import Diagnostic
@@ -129,12 +130,14 @@ def _indexes_in_several_dims(fn: ast.AST, ns: dict[str, str]) -> bool:
 
 
 def _always_returns(body: list[ir.Stmt]) -> bool:
-    """Every path through ``body`` ends in a ``return`` (an ``if`` whose branches both do counts)."""
+    """Every path through ``body`` ends in a ``return`` (an ``if`` whose branches both do counts,
+    and so does a ``with simt.unsafe():`` block that does)."""
     return any(isinstance(s, ir.Return) or (isinstance(s, ir.If) and _always_returns(s.then)
-                                            and _always_returns(s.orelse)) for s in body)
+                                            and _always_returns(s.orelse))
+               or (isinstance(s, ir.Unsafe) and _always_returns(s.body)) for s in body)
 
 
-class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
+class _KernelTyper(ComplexNumbers, TupleAssignment, WitnessForms, SimtCalls):
     """Types one kernel, or with ``device_fn`` one ``@simt.device`` function."""
 
     reference = "see the SIMT language reference"
@@ -175,6 +178,14 @@ class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
         params = self.kernel_params(fn, parse_param_type,
                                     "annotate it with a scalar (f32, i64, ...) or Slice[T], DisjointSlice[T], "
                                     "AtomicSlice[T], Tensor[T, rank], DisjointTensor[T, rank]")
+        for p in params:
+            if is_complex(p.ty):
+                self.error("BT0308", p.src.annotation, f"kernel parameter `{p.name}` cannot be a complex scalar",
+                           help="pass its parts as two float parameters, or the value in a one-element array")
+            if isinstance(p.ty, SharedT):
+                self.error("BT0308", p.src.annotation, f"kernel parameter `{p.name}` cannot be a shared array",
+                           help="a kernel declares its shared arrays with `simt.shared_array(T, shape)`; "
+                                "`SharedArray[T]` is for the parameters of device functions")
         self.check_returns_nothing(fn, "write results into a DisjointSlice or DisjointTensor parameter")
         body = self.copy_reassigned_params(fn, params) + self.block(fn.body)
         if len(self.index_dims) > 1:
@@ -202,7 +213,10 @@ class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
                 self.poisoned.add(a.arg)
                 continue
             p = ir.Param(a.arg, ty, a)
-            self.params[a.arg] = p
+            if isinstance(ty, SharedT):   # indexed, and its atomics made, as the kernel's shared arrays are
+                self.shared[a.arg] = p
+            else:
+                self.params[a.arg] = p
             params.append(p)
         if fn.returns is None or (isinstance(fn.returns, ast.Constant) and fn.returns.value is None):
             self.ret = VOID
@@ -230,7 +244,11 @@ class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
 
     def device_arg(self, node: ast.AST, param: ir.Param) -> ir.Expr:
         """An argument of a device function call: a scalar converts as a store does; an array
-        parameter is passed as it is, of the very type the function declares."""
+        parameter is passed as it is, of the very type the function declares; a shared array
+        (of the kernel, or a view the caller got) is passed by name, of the declared element
+        type and rank."""
+        if isinstance(param.ty, SharedT):
+            return self.shared_arg(node, param)
         if not isinstance(param.ty, (SliceT, TensorT)):
             return self.coerce(self.expr(node), param.ty, node)
         if not (isinstance(node, ast.Name) and node.id in self.params and node.id not in self.locals):
@@ -240,6 +258,16 @@ class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
         if arg.ty != param.ty:
             self.type_mismatch(node, f"parameter `{param.name}`", param.ty, arg.ty,
                                help="declare the function's parameter with the argument's kind, element type and rank")
+        return ir.ParamRef(arg.ty, name=arg.name, src=node)
+
+    def shared_arg(self, node: ast.AST, param: ir.Param) -> ir.Expr:
+        if not (isinstance(node, ast.Name) and node.id in self.shared):
+            self.fail("BT0308", node, f"parameter `{param.name}` takes a shared array ({param.ty})",
+                      help="pass a shared array of the kernel by name")
+        arg = self.shared[node.id]
+        if arg.ty.elem != param.ty.elem or arg.ty.rank != param.ty.rank:
+            self.type_mismatch(node, f"parameter `{param.name}`", param.ty, arg.ty,
+                               help="declare the function's parameter with the array's element type and rank")
         return ir.ParamRef(arg.ty, name=arg.name, src=node)
 
     def declare_local(self, name: str, ty: Scalar) -> None:
@@ -450,6 +478,9 @@ class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
         return None
 
     def expr_Attribute(self, node: ast.Attribute):
+        part = self.complex_attribute(node)
+        if part is not None:
+            return part
         # thread geometry: simt.thread_idx.x ...
         dotted = resolve_dotted(node, self.ns)
         if dotted in MATH_CONSTANTS:
@@ -537,6 +568,9 @@ class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
             return self.call_method(node, self.params[func.value.id], func.attr)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.shared:
             return self.call_method(node, self.shared[func.value.id], func.attr)
+        conjugate = self.complex_method(node)
+        if conjugate is not None:
+            return conjugate
         if dotted and dotted.startswith(RANDOM_MODULE + "."):
             return self.call_random(node, dotted[len(RANDOM_MODULE) + 1:])
         if isinstance(func, ast.Name) and func.id == "len" and "len" not in self.ns:
@@ -544,6 +578,8 @@ class _KernelTyper(TupleAssignment, WitnessForms, SimtCalls):
         if isinstance(func, ast.Name) and func.id in ("min", "max", "abs") and func.id not in self.ns:
             return self.call_math(node, "fabs" if func.id == "abs" else func.id)
         if dotted and dotted.startswith(TYPES_MODULE + "."):
+            if dotted.rsplit(".", 1)[-1] in COMPLEX:
+                return self.complex_call(node, dotted.rsplit(".", 1)[-1])
             return self.cast_call(node, dotted)
         if dotted and dotted.startswith("math."):
             return self.call_math(node, dotted[5:])

@@ -43,7 +43,7 @@ _ATOMIC_METHODS = {"atomic_add": ("add", 1), "atomic_min": ("min", 1), "atomic_m
 #: the simt functions that take keyword arguments: name -> the keywords
 _SIMT_KEYWORDS = {"shfl_down": ("width", "mask"), "shfl_up": ("width", "mask"), "shfl_xor": ("width", "mask"),
                   "shfl_idx": ("width", "mask")}
-SIMT_FUNCTIONS = ["index_1d", "index_2d", "index_3d", "grid", "gridsize", "sync_threads", "syncwarp", "lane_id", "warp_id",
+SIMT_FUNCTIONS = ["index_1d", "index_2d", "index_3d", "grid", "gridsize", "sync_threads", "grid_sync", "syncwarp", "lane_id", "warp_id",
                   "shared_array", "dynamic_shared_array", "shfl_down", "shfl_up", "shfl_xor", "shfl_idx",
                   "ballot", "any", "all", "mulhi"]
 RANDOM_FUNCTIONS = {"philox": 4, "uniform": 2, "normal": 2}
@@ -77,7 +77,7 @@ class SimtCalls(BaseTyper):
     def call_len(self, node: ast.Call):
         if len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id in self.shared:
             shared = self.shared[node.args[0].id]
-            if shared.ty.dynamic:
+            if shared.ty.dynamic or shared.ty.view:
                 return ir.Len(I64, param=shared.name, src=node)
             return ir.Const(I64, value=shared.ty.shape[0], src=node)
         if len(node.args) == 1 and self.is_constant_array(node.args[0]):
@@ -99,6 +99,9 @@ class SimtCalls(BaseTyper):
         if len(node.args) != arity:
             self.fail("BT0308", node, f"`{name}` takes {arity} argument{'s' if arity > 1 else ''}")
         args = [self.expr(a) for a in node.args]
+        of_complex = self.complex_math(node, name, args)
+        if of_complex is not None:
+            return of_complex
         ty = self.unify_all(args, node)
         if isinstance(ty, Weak):
             ty = F32 if name not in INT_MATH and name != "fabs" else ty.default
@@ -119,8 +122,9 @@ class SimtCalls(BaseTyper):
         elem = param.ty.elem
         if op in ("min", "max", "cas") and not elem.is_int:
             self.fail("BT0308", node, f"`{method}` is defined for integer elements, not {elem}")
-        if elem.bits < 32 or elem == BOOL:
-            self.fail("BT0308", node, f"atomics on {elem} elements are not supported", help="use 32- or 64-bit elements")
+        if elem.bits < 32 or elem == BOOL or elem.kind == "complex":
+            self.fail("BT0308", node, f"atomics on {elem} elements are not supported",
+                      help="use 32- or 64-bit integer or float elements")
         rank = param.ty.rank
         index_node = node.args[0]
         index_nodes = index_node.elts if isinstance(index_node, ast.Tuple) else [index_node]
@@ -193,6 +197,13 @@ class SimtCalls(BaseTyper):
             if node.args:
                 self.fail("BT0308", node, "`simt.sync_threads()` takes no arguments")
             return ir.Intrinsic(VOID, name="sync_threads", src=node)
+        if name == "grid_sync":
+            if node.args:
+                self.fail("BT0308", node, "`simt.grid_sync()` takes no arguments")
+            if self.device_fn is not None:
+                self.fail("BT0200", node, "`simt.grid_sync()` is called in kernels, not in device functions",
+                          help="call it in the cooperative kernel's body, between the phases it separates")
+            return ir.Intrinsic(VOID, name="grid_sync", src=node)
         if name == "syncwarp":
             if len(node.args) > 1:
                 self.fail("BT0308", node, "`simt.syncwarp(mask=0xffffffff)` takes at most 1 argument")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from buildtile.backends.simt.types import BOOL, SCALARS, Scalar, SliceT, TensorT
+from buildtile.backends.simt.types import BOOL, COMPLEX, SCALARS, Scalar, SharedT, SliceT, TensorT
 from buildtile.discovery import resolve_dotted
 
 SIMT_MODULE = "buildtile.simt"
@@ -16,6 +16,7 @@ _PARAM_KINDS = {
     "AtomicSlice": ("slice", "atomic"),
     "Tensor": ("tensor", "read"),
     "DisjointTensor": ("tensor", "disjoint"),
+    "SharedArray": ("shared", "shared"),
 }
 
 
@@ -37,6 +38,12 @@ def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str]):
             if len(args) != 1:
                 return None, f"`{short}` takes one argument: the element type"
             return SliceT(elem, access), None
+        if family == "shared":
+            if len(args) == 1:
+                return SharedT(elem, 0, rank=1, view=True), None
+            if len(args) != 2 or not (isinstance(args[1], ast.Constant) and args[1].value in (1, 2, 3)):
+                return None, "`SharedArray` takes an element type and, optionally, a rank of 1, 2 or 3"
+            return SharedT(elem, 0, rank=args[1].value, view=True), None
         if len(args) != 2 or not (isinstance(args[1], ast.Constant) and args[1].value in (1, 2, 3)):
             return None, f"`{short}` takes an element type and a rank of 1, 2 or 3"
         return TensorT(elem, args[1].value, access), None
@@ -52,5 +59,6 @@ def scalar_of(node: ast.AST, namespace: dict[str, str]) -> Scalar | None:
         return BOOL   # the builtin name reads naturally in annotations
     name = resolve_dotted(node, namespace)
     if name and name.startswith(TYPES_MODULE + "."):
-        return SCALARS.get(name.rsplit(".", 1)[-1])
+        short = name.rsplit(".", 1)[-1]
+        return SCALARS.get(short) or COMPLEX.get(short)
     return None

@@ -9,8 +9,24 @@ from dataclasses import dataclass
 
 from buildtile.backends.common.contract import ParamFacts
 from buildtile.backends.common.types import (  # noqa: F401 - the SIMT typer speaks of scalars through this module
-    BF16, BOOL, F16, F32, F64, I32, I64, SCALARS, U32, U64, VOID, WEAK_FLOAT, WEAK_INT, Scalar, Weak,
+    BF16, BOOL, C64, C128, COMPLEX, F16, F32, F64, I32, I64, SCALARS, U32, U64, VOID, WEAK_FLOAT, WEAK_INT, Scalar,
+    Weak,
 )
+
+
+def complex_part(ty: Scalar) -> Scalar:
+    """The float type of a complex type's real and imaginary parts."""
+    return F64 if ty == C128 else F32
+
+
+def element_align(ty: Scalar) -> int:
+    """The alignment of an element in memory, in bytes: a complex number's is its part's, as NumPy's."""
+    return max(1, ty.bits // (16 if ty.kind == "complex" else 8))
+
+
+def complex_of(part: Scalar) -> Scalar:
+    """The complex type whose parts are ``part`` (f64: complex128; f16, bf16, f32: complex64)."""
+    return C128 if part == F64 else C64
 
 
 @dataclass(frozen=True)
@@ -102,8 +118,11 @@ class SharedT:
     rank: int = 1
     dynamic: bool = False     # simt.dynamic_shared_array(T): sized by the launch's dynamic shared memory
     shape: tuple[int, ...] = ()   # a static array's extents (rank of them)
+    view: bool = False        # a device function's SharedArray[T, rank] parameter: extents passed in
 
     def __str__(self) -> str:
+        if self.view:
+            return f"SharedArray[{self.elem}]" if self.rank == 1 else f"SharedArray[{self.elem}, {self.rank}]"
         if self.dynamic:
             return f"SharedArray[{self.elem}, dynamic]"
         return f"SharedArray[{self.elem}, {self.size if self.rank == 1 else self.shape}]"

@@ -22,6 +22,7 @@
 #define BUILDTILE_BUILDTILE_HPP
 
 #include <array>
+#include <complex>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -114,6 +115,8 @@ BUILDTILE_DTYPE(f16, kDLFloat, 16);
 BUILDTILE_DTYPE(bf16, kDLBfloat, 16);
 BUILDTILE_DTYPE(float, kDLFloat, 32);
 BUILDTILE_DTYPE(double, kDLFloat, 64);
+BUILDTILE_DTYPE(std::complex<float>, kDLComplex, 64);
+BUILDTILE_DTYPE(std::complex<double>, kDLComplex, 128);
 #if defined(__CUDA_FP16_TYPES_EXIST__)
 BUILDTILE_DTYPE(__half, kDLFloat, 16);
 #endif

@@ -33,10 +33,10 @@ enum {
     BT_CU_ATTR_MAX_THREADS_PER_BLOCK = 1,
     BT_CU_ATTR_MAX_BLOCK_DIM_X = 2,
     BT_CU_ATTR_MAX_GRID_DIM_X = 5,
+    BT_CU_ATTR_MULTIPROCESSOR_COUNT = 16,
     BT_CU_ATTR_CC_MAJOR = 75,
     BT_CU_ATTR_CC_MINOR = 76,
     BT_CU_ATTR_MAX_SHARED_PER_BLOCK_OPTIN = 97,
-    BT_CU_ATTR_MULTIPROCESSOR_COUNT = 16,
     BT_CU_FUNC_MAX_DYNAMIC_SHARED = 8,
     BT_CU_JIT_ERROR_LOG_BUFFER = 5,
     BT_CU_JIT_ERROR_LOG_BUFFER_SIZE = 6,
@@ -70,6 +70,10 @@ static struct {
     bt_CUresult (*cuFuncSetAttribute)(bt_CUfunction, int, int);
     bt_CUresult (*cuLaunchKernel)(bt_CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                   unsigned, unsigned, bt_CUstream, void**, void**);
+    /* cooperative kernels only; optional, so a driver without them still runs the others */
+    bt_CUresult (*cuLaunchCooperativeKernel)(bt_CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                             unsigned, unsigned, bt_CUstream, void**);
+    bt_CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, bt_CUfunction, int, size_t);
 } bt_cu;
 
 static pthread_once_t bt_driver_once = PTHREAD_ONCE_INIT;
@@ -133,6 +137,8 @@ static void bt_driver_open(void)
     BT_RESOLVE(cuModuleGetFunction, 1);
     BT_RESOLVE(cuFuncSetAttribute, 1);
     BT_RESOLVE(cuLaunchKernel, 1);
+    BT_RESOLVE(cuLaunchCooperativeKernel, 0);
+    BT_RESOLVE(cuOccupancyMaxActiveBlocksPerMultiprocessor, 0);
 #undef BT_RESOLVE
     bt_CUresult r = bt_cu.cuInit(0);
     if (r != 0) {
@@ -474,6 +480,36 @@ static int bt_check_device_limits(const bt_kernel* k, const bt_launch_config* cf
     return BT_OK;
 }
 
+/* A cooperative kernel waits for its whole grid (simt.grid_sync), which only ends when every
+ * block is resident at once: refuse a grid larger than the device's occupancy for this
+ * function (blocks per multiprocessor x multiprocessors), as the Python host's prepare() does. */
+static int bt_check_co_resident(const bt_kernel* k, bt_CUfunction f, const uint32_t* grid, const uint32_t* b,
+                                uint32_t shared, bt_CUdevice dev)
+{
+    if (bt_cu.cuLaunchCooperativeKernel == NULL || bt_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor == NULL)
+        return bt_fail(BT_ERR_CUDA, "update the NVIDIA driver",
+                       "kernel `%s` is cooperative, but the CUDA driver has no cooperative launch", k->name);
+    int per_sm = 0, sms = 0;
+    bt_CUresult r = bt_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, (int)(b[0] * b[1] * b[2]),
+                                                                      (size_t)shared);
+    if (r != 0)
+        return bt_cuda_fail(r, k->name, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    r = bt_cu.cuDeviceGetAttribute(&sms, BT_CU_ATTR_MULTIPROCESSOR_COUNT, dev);
+    if (r != 0)
+        return bt_cuda_fail(r, k->name, "cuDeviceGetAttribute");
+    const uint64_t fits = (uint64_t)per_sm * (uint64_t)sms;
+    const uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2];
+    if (blocks > fits)
+        return bt_fail(BT_ERR_CONTRACT,
+                       "launch at most that many blocks and cover the rest with a grid-stride loop "
+                       "(`for i in range(simt.grid(1), n, simt.gridsize(1))`)",
+                       "launch contract violated: kernel `%s` is cooperative (it waits for the whole grid), "
+                       "but device %d holds at most %llu of its blocks at once, and the grid (%u, %u, %u) has %llu",
+                       k->name, dev, (unsigned long long)fits, grid[0], grid[1], grid[2],
+                       (unsigned long long)blocks);
+    return BT_OK;
+}
+
 /* The context to launch in: the arguments' device's, as in the Python host. That is the
  * thread's current context when it is on that device; else the device's primary context,
  * made current as the runtime API does when no context is, or pushed for this launch only
@@ -558,6 +594,17 @@ static int bt_launch_in(const bt_kernel* k, const bt_launch_config* cfg, const u
      * logical grid.x as its last parameter) */
     const uint32_t coarsen = k->coarsen > 1 ? k->coarsen : 1;
     const uint32_t grid_x = cfg->grid[0] / coarsen + (cfg->grid[0] % coarsen != 0);
+    if (k->cooperative) {
+        const uint32_t grid[3] = {grid_x, cfg->grid[1], cfg->grid[2]};
+        status = bt_check_co_resident(k, f, grid, b, shared, dev);
+        if (status != BT_OK)
+            return status;
+        r = bt_cu.cuLaunchCooperativeKernel(f, grid_x, cfg->grid[1], cfg->grid[2], b[0], b[1], b[2], shared,
+                                            (bt_CUstream)cfg->stream, params);
+        if (r != 0)
+            return bt_cuda_fail(r, k->name, "cuLaunchCooperativeKernel");
+        return BT_OK;
+    }
     r = bt_cu.cuLaunchKernel(f, grid_x, cfg->grid[1], cfg->grid[2], b[0], b[1], b[2], shared,
                              (bt_CUstream)cfg->stream, params, NULL);
     if (r != 0)

@@ -87,6 +87,7 @@ typedef struct bt_kernel {
     int min_cc;                /* 10 * major + minor, or 0 */
     const bt_param_spec* buffers; /* buffer parameters in declaration order */
     int n_buffers;
+    int cooperative;           /* 1: every block resident at once (cuLaunchCooperativeKernel) */
 } bt_kernel;
 
 /* A checked buffer argument. */

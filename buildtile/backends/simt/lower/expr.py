@@ -19,7 +19,7 @@ from buildtile.backends.common.llvm import (
     round_half,
 )
 from buildtile.backends.simt import ir
-from buildtile.backends.simt.types import TensorT, value_type
+from buildtile.backends.simt.types import SharedT, TensorT, element_align, value_type
 
 #: the parameter kinds nothing writes during a launch
 _READ_ONLY_KINDS = ("slice", "tensor")
@@ -51,7 +51,7 @@ class ExpressionLowering:
         for a in e.args:
             value = self.expr(a)
             if isinstance(value, ArrayArg):   # an array: its data, extents and (a tensor's) strides
-                args += [value.data, *value.shape, *(value.strides if isinstance(a.ty, TensorT) else [])]
+                args += [value.data, *value.shape, *(value.strides if isinstance(a.ty, (TensorT, SharedT)) else [])]
             else:
                 args.append(value)
         return self.b.call(self.device_fns[e.func], args)
@@ -86,7 +86,7 @@ class ExpressionLowering:
 
     def load(self, e: ir.Load, arr: ArrayArg, indices: list[lir.Value]) -> lir.Value:
         ptr = self.address(arr, indices)
-        align = max(1, arr.elem.bits // 8)
+        align = element_align(arr.elem)
         kind = self.param_kinds.get(e.param)
         if kind == "atomic_slice":
             # other threads change an AtomicSlice during the launch: read it atomically (relaxed),

@@ -63,6 +63,8 @@ class IntrinsicLowering:
 
     def expr_Intrinsic(self, e: ir.Intrinsic) -> lir.Value:
         name = e.name
+        if name.startswith("complex."):
+            return self.complex_op(e, name[8:])
         if "." in name:
             group, axis = name.split(".")
             return self.b.zext(self.sreg(f"{_SREG[group]}.{axis}"), I64)
@@ -72,6 +74,8 @@ class IntrinsicLowering:
             return self.b.lshr(self._linear_tid(), I64(5))
         if name == "sync_threads":
             return barrier(self.b)
+        if name == "grid_sync":
+            return self.grid_sync()
         if name.startswith("shfl_"):
             value, lane = self.expr(e.args[0]), self.expr(e.args[1])
             mask = None if len(e.args) < 4 else e.args[3].value if isinstance(e.args[3], ir.Const) else self.expr(e.args[3])
@@ -120,6 +124,36 @@ class IntrinsicLowering:
             text = f"bar.warp.sync 0x{0xFFFFFFFF if mask is None else mask.constant & 0xFFFFFFFF:x};"
             return asm(self.b, lir.VoidType(), text, "~{memory}", [], side_effect=True)
         return asm(self.b, lir.VoidType(), "bar.warp.sync $0;", "r,~{memory}", [mask], side_effect=True)
+
+    def grid_sync(self) -> lir.Value:
+        """Every thread of the grid arrives: the barrier of a cooperative launch, as CUDA's
+        grid groups make it. The driver gives such a launch a workspace (its address in
+        ``%envreg2``/``%envreg1``, low/high) whose second word counts arrivals; thread 0 of
+        each block adds 1 to it, block 0 adds ``2**31 - (blocks - 1)``, so the top bit flips
+        when the last block arrives, and each waits for that flip."""
+        b = self.b
+        barrier(b)
+        tid = b.or_(b.or_(self.sreg("tid.x"), self.sreg("tid.y")), self.sreg("tid.z"))
+        arrive = self.fn.append_basic_block("grid_sync.arrive")
+        wait = self.fn.append_basic_block("grid_sync.wait")
+        done = self.fn.append_basic_block("grid_sync.done")
+        b.cbranch(b.icmp_unsigned("==", tid, I32(0)), arrive, done)
+        b.position_at_end(arrive)
+        workspace = asm(b, I64, "mov.b64 $0, {%envreg2, %envreg1};", "=l", [], side_effect=True)
+        counter = b.add(workspace, I64(4))
+        blocks = b.mul(b.mul(self.sreg("nctaid.x"), self.sreg("nctaid.y")), self.sreg("nctaid.z"))
+        ctaid = b.or_(b.or_(self.sreg("ctaid.x"), self.sreg("ctaid.y")), self.sreg("ctaid.z"))
+        first = b.sub(I32(0x80000000), b.sub(blocks, I32(1)))
+        step = b.select(b.icmp_unsigned("==", ctaid, I32(0)), first, I32(1))
+        old = asm(b, I32, "atom.add.release.gpu.u32 $0, [$1], $2;", "=r,l,r,~{memory}", [counter, step],
+                  side_effect=True)
+        b.branch(wait)
+        b.position_at_end(wait)
+        now = asm(b, I32, "ld.acquire.gpu.u32 $0, [$1];", "=r,l,~{memory}", [counter], side_effect=True)
+        flipped = b.icmp_unsigned("!=", b.and_(b.xor(old, now), I32(0x80000000)), I32(0))
+        b.cbranch(flipped, done, wait)
+        b.position_at_end(done)
+        return barrier(b)
 
     def random(self, name: str, args: list[lir.Value]) -> lir.Value:
         """``buildtile.random``: one Philox-4x32-10 block of counter (offset, counter) under key seed."""

@@ -17,9 +17,11 @@ from buildtile.backends.common.llvm import (
     mem_type,
     new_module,
     reg_type,
+    zero_of,
 )
 from buildtile.backends.simt import ir, types
 from buildtile.backends.simt.lower.bounds import BoundsChecks
+from buildtile.backends.simt.lower.complex import ComplexLowering
 from buildtile.backends.simt.lower.expr import ExpressionLowering
 from buildtile.backends.simt.lower.intrinsic import IntrinsicLowering
 from buildtile.backends.simt.lower.stmt import StatementLowering
@@ -67,10 +69,12 @@ def arg_types(ty) -> list[lir.Type]:
         return [GLOBAL_PTR, I64]
     if isinstance(ty, types.TensorT):
         return [GLOBAL_PTR] + [I64] * (2 * ty.rank)
+    if isinstance(ty, types.SharedT):
+        return [SHARED_PTR] + [I64] * (2 * ty.rank)
     return [reg_type(ty)]
 
 
-class _Lowering(StatementLowering, ExpressionLowering, IntrinsicLowering, BoundsChecks):
+class _Lowering(StatementLowering, ExpressionLowering, IntrinsicLowering, ComplexLowering, BoundsChecks):
     """One function's lowering; its parts share the state set up here (``b``, ``fn``, ``params`` ...)."""
 
     def __init__(self, kernel, symbol: str, contract: dict, module: lir.Module,
@@ -114,7 +118,7 @@ class _Lowering(StatementLowering, ExpressionLowering, IntrinsicLowering, Bounds
         else:
             # a path that falls off the end is rejected by the typer; the zero only keeps LLVM's verifier happy
             self.ret_slot = self.alloca_builder.alloca(reg_type(self.kernel.ret), name="result")
-            self.alloca_builder.store(reg_type(self.kernel.ret)(0), self.ret_slot)
+            self.alloca_builder.store(zero_of(reg_type(self.kernel.ret)), self.ret_slot)
             exit_b.ret(exit_b.load(self.ret_slot))
         args = iter(fn.args)
         for p in self.kernel.params:
@@ -124,10 +128,11 @@ class _Lowering(StatementLowering, ExpressionLowering, IntrinsicLowering, Bounds
             if isinstance(p.ty, types.SliceT):
                 self.params[p.name] = ArrayArg(values[0], [values[1]], [I64(1)], p.ty.elem)
                 self.param_kinds[p.name] = types.param_kind_name(p.ty)
-            elif isinstance(p.ty, types.TensorT):
+            elif isinstance(p.ty, (types.TensorT, types.SharedT)):
                 rank = p.ty.rank
                 self.params[p.name] = ArrayArg(values[0], values[1:1 + rank], values[1 + rank:], p.ty.elem)
-                self.param_kinds[p.name] = types.param_kind_name(p.ty)
+                if isinstance(p.ty, types.TensorT):   # a shared view has no manifest kind, as the kernel's
+                    self.param_kinds[p.name] = types.param_kind_name(p.ty)
             else:
                 self.params[p.name] = values[0]
         self._alloc_locals()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from buildtile.backends.common.llvm import reg_type, to_memory
 from buildtile.backends.simt import ir
-from buildtile.backends.simt.types import value_type
+from buildtile.backends.simt.types import element_align, value_type
 
 
 class StatementLowering:
@@ -35,7 +35,7 @@ class StatementLowering:
             in_range = ok if in_range is None else self.b.and_(in_range, ok)
         value = self.expr(s.value)
         with self.b.if_then(in_range, likely=True):
-            self.b.store(to_memory(self.b, value, arr.elem), self.address(arr, indices), align=max(1, arr.elem.bits // 8))
+            self.b.store(to_memory(self.b, value, arr.elem), self.address(arr, indices), align=element_align(arr.elem))
 
     def stmt_If(self, s: ir.If) -> None:
         cond = self.expr(s.cond)
