@@ -137,7 +137,6 @@ CUresult cuDeviceGetAttribute(int* value, int attribute, int device)
     case 75: *value = fake.cc_major; return 0;
     case 76: *value = fake.cc_minor; return 0;
     case 97: *value = 227 * 1024; return 0;                /* shared memory, opted in */
-    case 16: *value = 132; return 0;                       /* SMs (an H100/H200) */
     default: return 1;
     }
 }
