@@ -31,6 +31,7 @@ from buildtile.errors import CompileError, ConfigError
 from buildtile.interop import manifest as manifest_io
 from buildtile.interop.abi import ABI_VERSION
 from buildtile.interop.driver_compat import min_driver_for, ptx_isa_of
+from buildtile.interop.tile_choice import CHOICE_RECORD
 from buildtile.jobs import Job, Progress, run_jobs
 from buildtile.names import check_kernels, check_module
 from buildtile.plugins import backends as registered_backends
@@ -255,6 +256,7 @@ def _record(project: Project, build: KernelBuild, jobs: dict[str, list[Job]], ta
         record["tile"] = {
             "grid_param": k.grid_param,
             "specializations": [{**e.specialization, "artifacts": artifacts_of[e.symbol]} for e in build.entries],
+            "choice": dict(CHOICE_RECORD),
         }
     return record
 
