@@ -91,21 +91,23 @@ class Product:
     Every combination of the value lists is one specialization. ``shape`` gives
     the tile shape of every ``tile.Out`` parameter in terms of the names (or a
     dict per parameter: ``{"z": ("rows", "cols"), "s": ("rows",)}``); a list of
-    dtypes binds the dtype variable of that name. Read by the compiler from the
-    source; at run time it is inert.
+    dtypes binds the dtype variable of that name. Combinations whose tile holds
+    more than ``max_elements`` elements (or more than one block can keep) are
+    dropped. Read by the compiler from the source; at run time it is inert.
     """
 
-    def __init__(self, shape: object = None, **values: Sequence[object]) -> None:
+    def __init__(self, shape: object = None, max_elements: int | None = None, **values: Sequence[object]) -> None:
         self.shape = shape
+        self.max_elements = max_elements
         self.values = values
 
     def __repr__(self) -> str:
         return f"tile.product(shape={self.shape!r}, {', '.join(f'{k}={v!r}' for k, v in self.values.items())})"
 
 
-def product(shape: object = None, **values: Sequence[object]) -> Product:
+def product(shape: object = None, max_elements: int | None = None, **values: Sequence[object]) -> Product:
     """Specializations as the product of value lists; see :class:`Product`."""
-    return Product(shape, **values)
+    return Product(shape, max_elements, **values)
 
 
 def next_power_of_2(n: int) -> int:

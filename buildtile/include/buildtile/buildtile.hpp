@@ -427,7 +427,16 @@ public:
     {
     }
 
+    /// No tile shape: the launch takes the compiled specialization ranked best for the extents
+    /// (the rule in the package manifest, as the Python host applies it); tile_shape() is zeros.
+    explicit Partition(TileTensor<T, Rank>&& tensor)
+        : tensor_(detail::take(std::move(check(tensor, Extents{}, true)), "a partition (buildtile::partition)")),
+          tile_shape_{}, chosen_at_launch_(true)
+    {
+    }
+
     bool moved() const noexcept { return tensor_.moved(); }
+    bool chosen_at_launch() const noexcept { return chosen_at_launch_; }
     const Extents& shape() const
     {
         live();
@@ -443,6 +452,9 @@ public:
     Extents num_tiles() const
     {
         Extents counts{};
+        if (chosen_at_launch_)
+            throw Error(BT_ERR_CONTRACT, detail::code_text(BT_ERR_CONTRACT) +
+                                             ": a partition without a tile shape has its tiles chosen at launch");
         for (int d = 0; d < Rank; ++d)
             counts[d] = (shape()[d] + tile_shape_[d] - 1) / tile_shape_[d];
         return counts;
@@ -466,10 +478,11 @@ private:
 
     void live() const { detail::tile_access::check_live(tensor_, "Partition"); }
 
-    static TileTensor<T, Rank>& check(TileTensor<T, Rank>& tensor, const Extents& tile_shape)
+    static TileTensor<T, Rank>& check(TileTensor<T, Rank>& tensor, const Extents& tile_shape,
+                                      bool chosen_at_launch = false)
     {
         tensor.shape();  // partitioning a moved-from tensor throws BT0382
-        for (int d = 0; d < Rank; ++d)
+        for (int d = 0; d < Rank && !chosen_at_launch; ++d)
             if (tile_shape[d] < 1)
                 throw Error(BT_ERR_CONTRACT, detail::code_text(BT_ERR_CONTRACT) +
                                                  ": tile extents must be at least 1, got tile shape " +
@@ -479,6 +492,7 @@ private:
 
     TileTensor<T, Rank> tensor_;
     Extents tile_shape_;
+    bool chosen_at_launch_ = false;
 };
 
 /// `buildtile::partition(std::move(z), {128})`: z cut into tiles of 128 (z is moved from).
@@ -488,6 +502,14 @@ template <class T, int Rank>
 Partition<T, Rank> partition(TileTensor<T, Rank>&& tensor, const typename TileTensor<T, Rank>::Extents& tile_shape)
 {
     return Partition<T, Rank>(std::move(tensor), tile_shape);
+}
+
+/// `buildtile::partition(std::move(z))`: z cut into the tiles of the compiled specialization the
+/// launch ranks best for z's extents.
+template <class T, int Rank>
+Partition<T, Rank> partition(TileTensor<T, Rank>&& tensor)
+{
+    return Partition<T, Rank>(std::move(tensor));
 }
 
 }  // namespace buildtile
