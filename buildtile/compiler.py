@@ -24,7 +24,7 @@ import llvmlite.binding as llvm
 from buildtile import __version__
 from buildtile.backend import AnalyzedKernel, Backend, CompileEntry, CompileOptions, KernelSource, Stage
 from buildtile.cache import KernelCache, cache_key, resolve_cache_dir
-from buildtile.config import Project
+from buildtile.config import Project, compile_options
 from buildtile.diagnostics import Diagnostic, Span, unique
 from buildtile.discovery import find_kernels, resolve_modules
 from buildtile.errors import CompileError, ConfigError
@@ -74,7 +74,7 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
     settings = project.settings
     targets = project_targets(project)
     pm = plugin_manager()
-    options = CompileOptions(opt_level=settings.opt_level, checks=settings.checks)
+    options = compile_options(settings)
 
     pm.hook.buildtile_before_discovery(project=project)
     sources = discover(project)

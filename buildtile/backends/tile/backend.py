@@ -116,7 +116,7 @@ class TileBackend(BackendImpl):
     """source -> typed IR per specialization -> checked IR -> plan -> LLVM IR; one entry per specialization."""
 
     def analyze(self, source: KernelSource, options: CompileOptions) -> AnalyzedKernel:
-        specs, contract, diags = parse_decorator(source)
+        specs, contract, diags = parse_decorator(source, options)
         per_spec: list[list[Diagnostic]] = []
         compiled: list[TileSpecialization] = []
         for spec in specs:

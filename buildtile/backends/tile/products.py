@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import json
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -28,12 +29,11 @@ from pathlib import Path
 from buildtile.backends.common.constants import fold_constant, module_constants
 from buildtile.backends.tile.dtype_vars import dtype_name
 from buildtile.backends.tile.params import TILE_MODULE
+from buildtile.config import PYPROJECT_MAX_ELEMENTS_KEY, SHAPE_KEY, product_table_problem
 from buildtile.discovery import resolve_dotted
 
-#: the keys of a product that are not value lists: the shape template, and the largest tile kept
-SHAPE_KEY = "shape"
+#: the keyword of ``tile.product`` that is the largest tile kept (``max-elements`` in pyproject)
 MAX_ELEMENTS_KEY = "max_elements"
-PYPROJECT_MAX_ELEMENTS_KEY = "max-elements"
 #: where pyproject declares products
 PYPROJECT_TABLE = "tool.buildtile.tile.specialize"
 
@@ -210,19 +210,25 @@ def find_pyproject(module_file: Path) -> Path | None:
     return None
 
 
-def pyproject_product(name: str, module_file: Path) -> tuple[ProductDecl | None, str | None, list[str]]:
-    """(the product ``name`` of the nearest pyproject, the problem if there is none, the names declared)."""
-    path = find_pyproject(module_file)
-    if path is None:
-        return None, f"no pyproject.toml above {Path(module_file).name} declares `{PYPROJECT_TABLE}.{name}`", []
-    try:
-        table = _pyproject_products(str(path), path.stat().st_mtime_ns)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        return None, f"cannot read {path.name}: {exc}", []
+def pyproject_product(name: str, module_file: Path, settings_json: str = "") -> tuple[ProductDecl | None, str | None,
+                                                                                      list[str]]:
+    """(the product ``name``, the problem if there is none, the names declared): from the project's
+    settings (``settings_json``, what the build read) or else the nearest pyproject.toml."""
+    if settings_json:
+        table, where = json.loads(settings_json), "the project's settings"
+    else:
+        path = find_pyproject(module_file)
+        if path is None:
+            return None, f"no pyproject.toml above {Path(module_file).name} declares `{PYPROJECT_TABLE}.{name}`", []
+        try:
+            table = _pyproject_products(str(path), path.stat().st_mtime_ns)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            return None, f"cannot read {path.name}: {exc}", []
+        where = path.name
     declared = sorted(table) if isinstance(table, dict) else []
     raw = table.get(name) if isinstance(table, dict) else None
     if raw is None:
-        return None, f"{path.name} declares no `{PYPROJECT_TABLE}.{name}`", declared
+        return None, f"{where} declare{'' if where.startswith('the') else 's'} no `{PYPROJECT_TABLE}.{name}`", declared
     problem = product_table_problem(raw)
     if problem:
         return None, f"`{PYPROJECT_TABLE}.{name}`: {problem}", declared
@@ -237,38 +243,3 @@ def pyproject_product(name: str, module_file: Path) -> tuple[ProductDecl | None,
             if all(isinstance(v, str) for v in value):
                 decl.dtype_lists.add(key)
     return decl, None, declared
-
-
-def product_table_problem(raw: object) -> str | None:
-    """What is wrong with one ``[tool.buildtile.tile.specialize.<name>]`` table, or None.
-
-    Shared with the settings reader, so ``buildtile check`` refuses a bad table naming its key.
-    """
-    from buildtile.backends.tile.types import TILE_DTYPES
-
-    if not isinstance(raw, dict):
-        return "expected a table of value lists"
-    for key, value in raw.items():
-        if key == SHAPE_KEY:
-            shapes = value.values() if isinstance(value, dict) else [value]
-            for shape in shapes:
-                if not (isinstance(shape, list) and shape
-                        and all(isinstance(e, (str, int)) and not isinstance(e, bool) for e in shape)):
-                    return (f"`{SHAPE_KEY}` is a list of names and integers (one per axis), or a table of them "
-                            "per tile.Out parameter")
-            continue
-        if key == PYPROJECT_MAX_ELEMENTS_KEY:
-            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-                return f"`{key}` is a positive integer (combinations with larger tiles are dropped)"
-            continue
-        if not (isinstance(value, list) and value):
-            return f"`{key}` is a non-empty list of tile extents or dtype names"
-        if all(isinstance(v, str) for v in value):
-            unknown = [v for v in value if v not in TILE_DTYPES]
-            if unknown:
-                return f"`{key}`: {unknown[0]!r} is not a tile element type ({', '.join(TILE_DTYPES)})"
-        elif not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            return f"`{key}` mixes dtype names and integers, or holds something else"
-        if len(set(value)) != len(value):
-            return f"`{key}` lists a value twice"
-    return None

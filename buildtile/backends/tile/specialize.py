@@ -21,7 +21,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from buildtile.backend import KernelSource
+from buildtile.backend import CompileOptions, KernelSource
 from buildtile.backends.common.contract import parse_contract
 from buildtile.backends.tile.dtype_vars import DtypeVar, bound_source, dtype_name, module_dtype_vars, used_dtype_vars
 from buildtile.backends.tile.params import TILE_MODULE, out_params, parse_param_type
@@ -74,7 +74,8 @@ def symbol_for(module: str, name: str, tile_shapes, dtypes=(), defaults=()) -> s
     return f"{mangle(module, name)}__t{suffix}"
 
 
-def parse_decorator(source: KernelSource) -> tuple[list[Specialization], dict, list[Diagnostic]]:
+def parse_decorator(source: KernelSource, options: CompileOptions | None = None
+                    ) -> tuple[list[Specialization], dict, list[Diagnostic]]:
     """The kernel's specializations, its manifest contract record, and any diagnostics."""
     deco = source.decorator
     diags: list[Diagnostic] = []
@@ -101,7 +102,8 @@ def parse_decorator(source: KernelSource) -> tuple[list[Specialization], dict, l
     typing_source = bound_source(source, tuple((v.name, d) for v, d in zip(generic, defaults) if d))
     outs = out_params(typing_source.node, typing_source.namespace)
     consts = shape_constants(source.module_ast, source.namespace)
-    declaration = _Declaration(source, outs, generic, defaults, consts, error)
+    declaration = _Declaration(source, outs, generic, defaults, consts, error,
+                               options.tile_specialize if options is not None else "")
     specs: list[Specialization] = []
     if "specialize" in keywords:
         specs = declaration.read(keywords["specialize"])
@@ -127,9 +129,9 @@ class _Declaration:
     """Reads one kernel's ``specialize=`` value into its specializations."""
 
     def __init__(self, source: KernelSource, outs: list[tuple[str, int]], generic: list[DtypeVar],
-                 defaults: tuple[str, ...], consts: dict, error) -> None:
+                 defaults: tuple[str, ...], consts: dict, error, settings_json: str = "") -> None:
         self.source, self.outs, self.generic, self.defaults = source, outs, generic, defaults
-        self.consts, self.error = consts, error
+        self.consts, self.error, self.settings_json = consts, error, settings_json
         self.names = [name for name, _ in outs]
         self.ranks = dict(outs)
 
@@ -149,7 +151,7 @@ class _Declaration:
             specs = self.read(value, through=node.id)
             return specs
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and through is None:
-            decl, problem, declared = pyproject_product(node.value, self.source.file)
+            decl, problem, declared = pyproject_product(node.value, self.source.file, self.settings_json)
             if decl is None:
                 self.error(node, problem, f"declared there: {', '.join(declared)}" if declared else
                            f'declare it: [tool.buildtile.tile.specialize.{node.value}] with shape = [...] '
