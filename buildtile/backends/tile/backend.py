@@ -129,7 +129,7 @@ class TileBackend(BackendImpl):
             per_spec.append(found)
             if not found and not diags:
                 compiled.append(TileSpecialization(spec, kernel_ir, make_plan(kernel_ir), param_dtypes))
-        if not specs:   # no tile.Out parameter: type once to report why
+        if not specs and not diags:   # no tile.Out parameter: type once to report why
             _, found = frontend.build_typed_ir(source, {})
             per_spec.append(found)
         diags = list(diags) + _merge(per_spec, specs)

@@ -47,6 +47,7 @@ class ProductDecl:
     dtype_lists: set[str] = field(default_factory=set)       # the names whose values are dtypes
     where: str = ""                       # a pyproject key, for messages; "" in source
     max_elements: int | None = None       # combinations with a larger tile are dropped
+    nodes: dict[str, ast.AST] = field(default_factory=dict)  # in source: each keyword's value, for spans
 
 
 # ----------------------------------------------------------------------------- constants
@@ -111,6 +112,8 @@ def parse_product_call(call: ast.Call, consts: dict, namespace: dict[str, str], 
         ok = False
     decl = ProductDecl(shape=None)
     for kw in call.keywords:
+        if kw.arg is not None:
+            decl.nodes[kw.arg] = kw.value
         if kw.arg is None:
             error(kw.value, "`tile.product` takes its value lists by name, not `**`")
             ok = False

@@ -166,14 +166,15 @@ class _Declaration:
 
     # ------------------------------------------------------------------ dtypes
 
-    def dtype_choices(self, given: dict[str, list[str]], node: ast.AST, where: str) -> list[tuple] | None:
+    def dtype_choices(self, given: dict[str, list[str]], node: ast.AST, where: str,
+                      nodes: dict[str, ast.AST] | None = None) -> list[tuple] | None:
         """Every binding of the kernel's dtype variables: ``given`` lists, else each one's declared dtypes."""
         lists = []
         for var in self.generic:
             if var.name in given:
                 extra = [d for d in given[var.name] if var.dtypes and d not in var.dtypes]
                 if extra:
-                    self.error(node, f"{where}`{var.name}` takes {', '.join(var.dtypes)}; "
+                    self.error((nodes or {}).get(var.name, node), f"{where}`{var.name}` takes {', '.join(var.dtypes)}; "
                                      f"{', '.join(extra)} is not one of them",
                                f"add it to `tile.dtype_var(\"{var.name}\", ...)` or drop it here")
                     return None
@@ -202,18 +203,18 @@ class _Declaration:
         if templates is None:
             return []
         used = {e for t in templates.values() for e in t if isinstance(e, str)}
-        for name in used - set(sizes):
-            self.error(node, f"{where}the tile shape names `{name}`, which the product does not list",
+        for name in sorted(used - set(sizes)):
+            self.error(decl.nodes.get("shape", node), f"{where}the tile shape names `{name}`, which the product does not list",
                        f"add a value list: {name}=[...]")
             return []
         for name in sorted(set(sizes) - used):
-            self.error(node, f"{where}`{name}` is listed but no tile shape uses it",
+            self.error(decl.nodes.get(name, node), f"{where}`{name}` is listed but no tile shape uses it",
                        f"use it in shape=(...) or drop it; the names of the shape: {', '.join(sorted(used)) or 'none'}")
             return []
         for name in sorted(used):
             bad = [v for v in sizes[name] if not is_pow2(v)]
             if bad:
-                self.error(node, f"{where}`{name}` lists {bad[0]}, which is not a power of two",
+                self.error(decl.nodes.get(name, node), f"{where}`{name}` lists {bad[0]}, which is not a power of two",
                            "tile extents are powers of two (ragged edges of the array are masked); "
                            "`tile.next_power_of_2(n)` rounds up")
                 return []
@@ -221,7 +222,7 @@ class _Declaration:
             if not is_pow2(value):
                 self.error(node, f"{where}the tile shape holds {value}, which is not a power of two")
                 return []
-        choices = self.dtype_choices(given, node, where)
+        choices = self.dtype_choices(given, node, where, decl.nodes)
         if choices is None:
             return []
         names = sorted(used, key=list(sizes).index)
