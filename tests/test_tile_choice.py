@@ -130,13 +130,19 @@ def c_records() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def c_shim(tmp_path_factory):
+def c_package(tmp_path_factory):
+    """(root, the generated CMake project) of a package with the kernels above."""
     if CC is None:
         pytest.skip("needs a C compiler")
     root = tmp_path_factory.mktemp("choicepkg")
     manifest = support.write_package(root, support.example_kernels())
     add_tile_kernels(root, manifest, c_records())
-    project = emit(manifest, root / support.PACKAGE / "_buildtile", root / "build", None).cmake_source_dir
+    return root, emit(manifest, root / support.PACKAGE / "_buildtile", root / "build", None).cmake_source_dir
+
+
+@pytest.fixture(scope="module")
+def c_shim(c_package):
+    _, project = c_package
     out = project.parent / "libshim.so"
     run([CC, "-std=c11", *WARNINGS, "-Wpedantic", "-O1", "-fPIC", "-shared", "-fvisibility=hidden",
          "-I", project / "include", "-I", project / "src",
@@ -201,3 +207,53 @@ def test_the_c_host_takes_a_given_tile_shape_of_the_arrays_dtype(c_host):
     x, z = tensor(0x7F0000000000, [1000], "bf16"), tensor(0x7F0000100000, [1000], "bf16")
     assert c_launch(lib, "generic", x, z, [128]) == 0
     assert state.function.decode().endswith("__t128_bf16")
+
+
+CPP_HOST = r"""
+#include <cstdio>
+#include <utility>
+#include "example_kernels/kernels.hpp"
+
+namespace tiles = example_kernels::tiles;
+using buildtile::TileTensor;
+
+static float* at(unsigned long long address) { return reinterpret_cast<float*>(address); }
+
+int main()
+{
+    TileTensor<float, 1> x(at(0x7f0000000000), {128001}), z(at(0x7f1000000000), {128001});
+    auto zp = buildtile::partition(std::move(z));         // no tile shape: the launcher picks
+    std::printf("chosen at launch %d\n", zp.chosen_at_launch() ? 1 : 0);
+    try {
+        (void)zp.num_tiles();
+        return 1;
+    } catch (const buildtile::Error& e) {
+        std::printf("%d|%s\n", e.code(), e.what());
+    }
+    auto [x2, z2] = tiles::pick1d(std::move(x), std::move(zp)).sync_on(nullptr);
+    std::printf("back %lld %lld\n", static_cast<long long>(x2.shape()[0]), static_cast<long long>(z2.shape()[0]));
+    return 0;
+}
+"""
+
+
+def test_a_cpp_partition_without_a_tile_shape_launches_through_the_dispatcher(c_package, c_shim, tmp_path):
+    from test_c_abi import CXX, HERE
+
+    if CXX is None:
+        pytest.skip("needs a C++ compiler")
+    import subprocess
+
+    include = c_package[0] / support.PACKAGE / "_buildtile" / "include"
+    fake = tmp_path / "libcuda.so.1"
+    run([CC, "-std=c11", *WARNINGS, "-fPIC", "-shared", HERE / "fake_libcuda.c", "-o", fake])
+    source = tmp_path / "host.cpp"
+    source.write_text(CPP_HOST)
+    run([CXX, "-std=c++17", *WARNINGS, "-Wpedantic", "-I", include, source, c_shim,
+         f"-Wl,-rpath,{c_shim.parent}", "-o", tmp_path / "host"])
+    result = subprocess.run([tmp_path / "host"], capture_output=True, text=True, check=False,
+                            env={"BUILDTILE_LIBCUDA": str(fake)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == ("chosen at launch 1\n"
+                             "600|error[BT0600]: a partition without a tile shape has its tiles chosen at launch\n"
+                             "back 128001 128001\n")

@@ -108,7 +108,7 @@ def parse_decorator(source: KernelSource, options: CompileOptions | None = None
     if "specialize" in keywords:
         specs = declaration.read(keywords["specialize"])
     elif outs:
-        specs = declaration.expand(ProductDecl(shape=None), keywords.get("specialize", source.node))
+        specs = declaration.expand(ProductDecl(shape=None), source.node)
     contract = {"block": None, "index_dims": 0, "min_blocks": None, "dynamic_shared": 0,
                 "min_compute_capability": None, "requires": []}
     if "requires" in keywords:
@@ -148,8 +148,7 @@ class _Declaration:
                 self.error(node, f"`{node.id}` is not a module-level specialization list or `tile.product`",
                            f"declare it at module level: `{node.id} = tile.product(...)`")
                 return []
-            specs = self.read(value, through=node.id)
-            return specs
+            return self.read(value, through=node.id)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and through is None:
             decl, problem, declared = pyproject_product(node.value, self.source.file, self.settings_json)
             if decl is None:

@@ -50,6 +50,8 @@ class TileSignature:
         #: generic kernels: the parameters that follow a dtype variable, and each compiled binding of them
         self.generic_params: frozenset[str] = frozenset(n for n, _ in self.specializations[0].param_dtypes)
         self.dtype_groups: dict[tuple, tuple[ParamRecord, ...]] = {}
+        #: (tile shapes, param_dtypes) -> specialization: a launch with every tile shape given
+        self._exact = {(spec.tile_shapes, spec.param_dtypes): spec for spec in self.specializations}
         for spec in self.specializations:
             if spec.param_dtypes not in self.dtype_groups:
                 self.dtype_groups[spec.param_dtypes] = tuple(
@@ -74,8 +76,7 @@ class TileSignature:
             if all(dtypes.get(name, dtype) == dtype for name, dtype in group):
                 return group, params
         given = ", ".join(f"`{name}` is {dtypes[name]}" for name in sorted(dtypes, key=self._param_index))
-        tile = self.specializations
-        compiled = "; ".join(dict.fromkeys(s.describe_dtypes() for s in tile))
+        compiled = "; ".join(dict.fromkeys(s.describe_dtypes() for s in self.specializations))
         raise TypeMismatchError(
             f"mismatched types: kernel `{self.name}` has no specialization for these dtypes ({given}); "
             f"it was compiled for {compiled}",
@@ -90,6 +91,10 @@ class TileSignature:
         """The specialization compiled for exactly these tile shapes (one per tile.Out parameter) and
         dtypes (``group``, from :meth:`dtype_group_for`); an output without a tile shape (None) takes
         the compiled one ranked best for the grid output's ``extents``."""
+        if all(tile_shapes[p.name] is not None for p in self.outs):
+            spec = self._exact.get((tuple((p.name, tuple(tile_shapes[p.name])) for p in self.outs), group))
+            if spec is not None:
+                return spec
         specs = [(i, s) for i, s in enumerate(self.specializations) if s.param_dtypes == group]
         given = {p.name: tuple(tile_shapes[p.name]) for p in self.outs if tile_shapes[p.name] is not None}
         matching = [(i, s) for i, s in specs
