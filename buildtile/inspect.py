@@ -52,7 +52,8 @@ def describe(target: str, as_json: bool = False) -> str:
         out.append(f"\n{k['module']}.{k['name']}({params})  [{k['kind']}, {launch}]")
         for spec in k.get("tile", {}).get("specializations", [{"artifacts": k["artifacts"]}]):
             if "tile_shapes" in spec:
-                out.append(f"  tile shapes {spec['tile_shapes']}: block {tuple(spec['block'])}, "
+                dtypes = f", dtypes {spec['dtypes']}" if spec.get("dtypes") else ""
+                out.append(f"  tile shapes {spec['tile_shapes']}{dtypes}: block {tuple(spec['block'])}, "
                            f"{spec['shared_bytes']} bytes of shared memory")
             for key, art in sorted(spec["artifacts"].items()):
                 out.append(f"    {key:<6} {art['kind']:<5} {sizes.get(art['path'], art.get('size', 0)):>8} bytes  "
