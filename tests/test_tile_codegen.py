@@ -174,7 +174,7 @@ def test_tile_entries_carry_their_manifest_records():
     bf16 = [e.specialization for e in entries if e.specialization["dtypes"]["T"] == "bf16"]
     assert [s["symbol"] for s in bf16] == [f"{add}__t1024_bf16", f"{add}__t4096_bf16"]
     assert all(s["param_dtypes"] == {"x": "bf16", "y": "bf16", "z": "bf16"} for s in bf16)
-    assert [e.label for e in entries] == ["t1024", "t4096"]
+    assert [e.label for e in entries] == ["t1024", "t1024_f16", "t1024_bf16", "t4096", "t4096_f16", "t4096_bf16"]
     assert kernel.symbol == f"{add}__t1024"
     assert kernel.contract["block"] is None
     assert kernel.contract["requires"][0]["text"] == "x.shape[0] == z.shape[0]"
