@@ -50,6 +50,9 @@ class KernelSource:
 class CompileOptions:
     opt_level: int = 3
     checks: str = "release"       # or "debug"
+    #: ``[tool.buildtile.tile.specialize]`` as JSON: the products tile kernels name; "" reads the
+    #: nearest pyproject.toml (a file checked outside a project)
+    tile_specialize: str = ""
 
 
 @dataclass

@@ -43,10 +43,10 @@ def check_project(root: str | Path) -> tuple[int, list[Diagnostic]]:
     """Check every kernel module listed in a project's ``[tool.buildtile]``, and, once every
     kernel checks clean, each backend's refusals of the project's targets (as a build does)."""
     from buildtile.compiler import analyze, check_targets, compile_entries, discover, project_targets
-    from buildtile.config import load_project
+    from buildtile.config import compile_options, load_project
 
     project = load_project(root)
-    options = CompileOptions(opt_level=project.settings.opt_level, checks=project.settings.checks)
+    options = compile_options(project.settings)
     sources: list = []
     try:
         sources = discover(project)

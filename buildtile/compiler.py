@@ -24,13 +24,14 @@ import llvmlite.binding as llvm
 from buildtile import __version__
 from buildtile.backend import AnalyzedKernel, Backend, CompileEntry, CompileOptions, KernelSource, Stage
 from buildtile.cache import KernelCache, cache_key, resolve_cache_dir
-from buildtile.config import Project
+from buildtile.config import Project, compile_options
 from buildtile.diagnostics import Diagnostic, Span, unique
 from buildtile.discovery import find_kernels, resolve_modules
 from buildtile.errors import CompileError, ConfigError
 from buildtile.interop import manifest as manifest_io
 from buildtile.interop.abi import ABI_VERSION
 from buildtile.interop.driver_compat import min_driver_for, ptx_isa_of
+from buildtile.interop.tile_choice import CHOICE_RECORD
 from buildtile.jobs import Job, Progress, run_jobs
 from buildtile.names import check_kernels, check_module
 from buildtile.plugins import backends as registered_backends
@@ -73,7 +74,7 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
     settings = project.settings
     targets = project_targets(project)
     pm = plugin_manager()
-    options = CompileOptions(opt_level=settings.opt_level, checks=settings.checks)
+    options = compile_options(settings)
 
     pm.hook.buildtile_before_discovery(project=project)
     sources = discover(project)
@@ -255,6 +256,7 @@ def _record(project: Project, build: KernelBuild, jobs: dict[str, list[Job]], ta
         record["tile"] = {
             "grid_param": k.grid_param,
             "specializations": [{**e.specialization, "artifacts": artifacts_of[e.symbol]} for e in build.entries],
+            "choice": dict(CHOICE_RECORD),
         }
     return record
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import os
 import re
 import sys
@@ -34,6 +35,7 @@ else:  # pragma: no cover
 
 from buildtile.cache import cache_dir_problem
 from buildtile.errors import ConfigError
+from buildtile.interop.abi import DTYPES as ABI_DTYPES
 from buildtile.toolchain.targets import SUPPORTED_TARGETS, TARGET_SPELLING
 
 TABLE = "tool.buildtile"
@@ -115,6 +117,58 @@ def _check_jobs(jobs: int) -> str | None:
     return None
 
 
+#: the keys of a ``[tool.buildtile.tile.specialize.<name>]`` table that are not value lists
+SHAPE_KEY = "shape"
+PYPROJECT_MAX_ELEMENTS_KEY = "max-elements"
+
+
+def product_table_problem(raw: object) -> str | None:
+    """What is wrong with one ``[tool.buildtile.tile.specialize.<name>]`` table, or None.
+
+    ``shape`` lists the tile shape of every tile.Out parameter in terms of the
+    other keys (or a table of such lists per parameter), ``max-elements`` drops
+    larger tiles, every other key is a non-empty list of tile extents or of
+    dtype names. Whether a kernel can use it is checked when it is compiled.
+    """
+    if not isinstance(raw, dict):
+        return "expected a table of value lists"
+    for key, value in raw.items():
+        if key == SHAPE_KEY:
+            shapes = value.values() if isinstance(value, dict) else [value]
+            for shape in shapes:
+                if not (isinstance(shape, list) and shape and all(
+                        isinstance(e, str) or (isinstance(e, int) and not isinstance(e, bool) and e >= 1)
+                        for e in shape)):
+                    return (f"`{SHAPE_KEY}` is a list of names and positive integers (one per axis), or a table "
+                            "of them per tile.Out parameter")
+            continue
+        if key == PYPROJECT_MAX_ELEMENTS_KEY:
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                return f"`{key}` is a positive integer (combinations with larger tiles are dropped)"
+            continue
+        if not (isinstance(value, list) and value):
+            return f"`{key}` is a non-empty list of tile extents or dtype names"
+        if all(isinstance(v, str) for v in value):
+            unknown = [v for v in value if v not in ABI_DTYPES]
+            if unknown:
+                return f"`{key}`: {unknown[0]!r} is not a dtype ({', '.join(ABI_DTYPES)})"
+        elif not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value):
+            return f"`{key}` is a list of positive tile extents or of dtype names, not a mix"
+        if len(set(value)) != len(value):
+            return f"`{key}` lists a value twice"
+    return None
+
+
+def _check_tile_specialize(table: dict) -> str | None:
+    for name, raw in table.items():
+        if not _MODULE_NAME.fullmatch(name) or "." in name:
+            return f"{name!r} is not a name a kernel can give as `specialize=\"{name}\"`"
+        problem = product_table_problem(raw)
+        if problem:
+            return f"`{name}`: {problem}"
+    return None
+
+
 def _meta(key: str, doc: str, check: Check | None = None) -> dict:
     """What the reader and the schema need of a field: TOML key, documentation, value check."""
     return {"key": key, "doc": doc, "check": check}
@@ -129,6 +183,17 @@ class CAbiSettings:
         "enabled",
         "Build a shared library with extern \"C\" launchers, headers and a CMake package "
         "config into the wheel, for C and C++ hosts.",
+    ))
+
+
+@dataclass
+class TileSettings:
+    specialize: dict = field(default_factory=dict, metadata=_meta(
+        "specialize",
+        "Named products of value lists that tile kernels name with `specialize=\"<name>\"`: "
+        "`shape` gives the tile shape in terms of the other keys (e.g. [\"rows\", \"cols\"]), each other "
+        "key lists tile extents or dtype names, `max-elements` drops larger tiles.",
+        _check_tile_specialize,
     ))
 
 
@@ -160,6 +225,9 @@ class BuildtileSettings:
     c_abi: CAbiSettings = field(default_factory=CAbiSettings, metadata=_meta(
         "c-abi", "The C ABI shim library.",
     ))
+    tile: TileSettings = field(default_factory=TileSettings, metadata=_meta(
+        "tile", "Tile kernels: specializations declared once for many kernels.",
+    ))
     jobs: int = field(default=0, metadata=_meta(
         "jobs", "Kernels x targets compiled at once; 0 means one per CPU core.", _check_jobs,
     ))
@@ -169,6 +237,15 @@ class BuildtileSettings:
         "($XDG_CACHE_HOME/buildtile or ~/.cache/buildtile). \"off\" disables the cache.",
         cache_dir_problem,
     ))
+
+
+def compile_options(settings: BuildtileSettings):
+    """The options every kernel of a project is analysed and compiled with."""
+    from buildtile.backend import CompileOptions
+
+    return CompileOptions(opt_level=settings.opt_level, checks=settings.checks,
+                          tile_specialize=json.dumps(settings.tile.specialize, sort_keys=True)
+                          if settings.tile.specialize else "")
 
 
 #: keys a project must set (there is no sensible default for what to compile)
@@ -437,6 +514,14 @@ def _parse_text(text: str, type_: Any, where: str) -> Any:
             pass
     elif type_ is str:
         return text.strip()
+    elif type_ is dict:  # a table given as text is JSON
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            return value
+        raise ConfigError(f"{where}: expected a table written as JSON, got {text!r}")
     raise ConfigError(f"{where}: expected {_describe_type(type_)}, got {text!r}")
 
 
@@ -485,7 +570,24 @@ def json_schema(model: type = BuildtileSettings) -> dict:
 def _json_type(type_: Any) -> dict:
     if typing.get_origin(type_) is list:
         return {"type": "array", "items": {"type": "string"}}
+    if type_ is dict:
+        return _tile_products_schema()
     return {"type": {bool: "boolean", int: "integer", str: "string"}[type_]}
+
+
+def _tile_products_schema() -> dict:
+    """``[tool.buildtile.tile.specialize]``: a table of named products (what product_table_problem reads)."""
+    entry = {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 1}]}
+    shape = {"type": "array", "minItems": 1, "items": entry}
+    values = {"anyOf": [
+        {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "integer", "minimum": 1}},
+        {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": list(ABI_DTYPES)}},
+    ]}
+    product = {"type": "object",
+               "properties": {SHAPE_KEY: {"anyOf": [shape, {"type": "object", "additionalProperties": shape}]},
+                              PYPROJECT_MAX_ELEMENTS_KEY: {"type": "integer", "minimum": 1}},
+               "additionalProperties": values}
+    return {"type": "object", "propertyNames": {"pattern": r"^[A-Za-z_]\w*$"}, "additionalProperties": product}
 
 
 def _field_type(model: type, f: dataclasses.Field) -> Any:
@@ -505,7 +607,7 @@ def _doc(model: type, key: str) -> str:
 def _describe_type(type_: Any) -> str:
     if typing.get_origin(type_) is list:
         return "a list of strings"
-    return {bool: "true or false", int: "an integer", str: "a string"}[type_]
+    return {bool: "true or false", int: "an integer", str: "a string", dict: "a table"}[type_]
 
 
 def _type_name(value: Any) -> str:

@@ -52,7 +52,8 @@ def describe(target: str, as_json: bool = False) -> str:
         out.append(f"\n{k['module']}.{k['name']}({params})  [{k['kind']}, {launch}]")
         for spec in k.get("tile", {}).get("specializations", [{"artifacts": k["artifacts"]}]):
             if "tile_shapes" in spec:
-                out.append(f"  tile shapes {spec['tile_shapes']}: block {tuple(spec['block'])}, "
+                dtypes = f", dtypes {spec['dtypes']}" if spec.get("dtypes") else ""
+                out.append(f"  tile shapes {spec['tile_shapes']}{dtypes}: block {tuple(spec['block'])}, "
                            f"{spec['shared_bytes']} bytes of shared memory")
             for key, art in sorted(spec["artifacts"].items()):
                 out.append(f"    {key:<6} {art['kind']:<5} {sizes.get(art['path'], art.get('size', 0)):>8} bytes  "
@@ -76,16 +77,15 @@ def show_stage(kernel: str, stage: str, path: str | Path = ".", target: str | No
     prints each under a ``==> <entry> <==`` line. ``target`` defaults to the
     project's oldest.
     """
-    from buildtile.backend import CompileOptions
     from buildtile.compiler import (analyze, check_targets, compile_entries, discover, entry_ptx,
                                     project_targets)
-    from buildtile.config import load_project
+    from buildtile.config import compile_options, load_project
     from buildtile.stages import entry_name, parse_stages, stage_text
     from buildtile.toolchain.ptx import target_arch
 
     (chosen,) = parse_stages([stage], where="--stage")
     project = load_project(path)
-    options = CompileOptions(opt_level=project.settings.opt_level, checks=project.settings.checks)
+    options = compile_options(project.settings)
     sources = discover(project)
     matches = [(s, label) for s in sources for label in [_entry_label(kernel, s.module, s.name)] if label is not None]
     if not matches:

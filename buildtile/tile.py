@@ -31,14 +31,17 @@ Atomic = _ParamKind("tile.Atomic", takes_rank=True)
 DEFAULT_TILE_SHAPES = {1: (1024,), 2: (64, 64), 3: (4, 16, 16), 4: (1, 4, 16, 16), 5: (1, 1, 4, 16, 16)}
 
 
-def kernel(fn: Callable | None = None, *, specialize: Sequence[Mapping[str, Sequence[int]]] | None = None,
+def kernel(fn: Callable | None = None, *,
+           specialize: Sequence[Mapping[str, object]] | Product | str | None = None,
            requires: Sequence[str] = ()):
     """Declare a tile kernel.
 
     ``specialize`` lists the tile shapes to compile ahead of time, one dict per
     specialization giving every ``tile.Out`` parameter's tile shape
-    (``[{"z": [128]}, {"z": [1024]}]``); a launch picks the one matching its
-    partitions. Without it a kernel is compiled once, with tiles of 1024
+    (``[{"z": [128]}, {"z": [1024]}]``), a :func:`product` of value lists, a
+    module constant holding either, or the name of a product declared in
+    pyproject (``[tool.buildtile.tile.specialize.<name>]``); a launch picks the
+    one matching its partitions and dtypes. Without it a kernel is compiled once, with tiles of 1024
     (1-D outputs), 64 x 64 (2-D) or 4 x 16 x 16 (3-D). Tile extents are
     powers of two. ``requires`` are relations over the parameters checked
     before each launch, as for SIMT kernels (``"x.shape[0] == z.shape[0]"``).
@@ -67,13 +70,68 @@ def function(fn: Callable | None = None):
     return wrap(fn) if fn is not None else wrap
 
 
-def partition(array: object, tile_shape, *, order: str | None = None, group: int | None = None,
+def partition(array: object, tile_shape=None, *, order: str | None = None, group: int | None = None,
               persistent: bool = False):
     """``tile.partition(z, [128])``: the output ``z`` cut into tiles, for a ``tile.Out`` parameter
-    (``order="grouped", group=8`` and ``persistent=True`` choose how a launch visits them)."""
+    (``order="grouped", group=8`` and ``persistent=True`` choose how a launch visits them).
+
+    Without a tile shape (``tile.partition(z)``) the launch picks the compiled
+    specialization ranked best for ``z``'s extents (see ``docs/tile.md``).
+    """
     from buildtile.runtime.tile.handles import partition as make_partition
 
     return make_partition(array, tile_shape, order=order, group=group, persistent=persistent)
+
+
+class DtypeVar:
+    """``T = tile.dtype_var("T", f16, bf16, f32)``: an element type a kernel is generic over.
+
+    ``Tensor[T, 2]`` and ``tile.Out[T, 2]`` then compile once per dtype (ahead
+    of time, like tile shapes); the first dtype listed is the default, whose
+    specializations keep the symbol a non-generic kernel would have.
+    """
+
+    def __init__(self, name: str, *dtypes: object) -> None:
+        self.name = name
+        self.dtypes = dtypes
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def dtype_var(name: str, *dtypes: object) -> DtypeVar:
+    """Declare a dtype variable at module level; see :class:`DtypeVar`."""
+    return DtypeVar(name, *dtypes)
+
+
+class Product:
+    """``tile.product(shape=("rows", "cols"), rows=[1, 4], cols=[256, 1024], T=[f16, f32])``.
+
+    Every combination of the value lists is one specialization. ``shape`` gives
+    the tile shape of every ``tile.Out`` parameter in terms of the names (or a
+    dict per parameter: ``{"z": ("rows", "cols"), "s": ("rows",)}``); a list of
+    dtypes binds the dtype variable of that name. Combinations whose tile holds
+    more than ``max_elements`` elements (or more than one block can keep) are
+    dropped. Read by the compiler from the source; at run time it is inert.
+    """
+
+    def __init__(self, shape: object = None, max_elements: int | None = None, **values: Sequence[object]) -> None:
+        self.shape = shape
+        self.max_elements = max_elements
+        self.values = values
+
+    def __repr__(self) -> str:
+        return f"tile.product(shape={self.shape!r}, {', '.join(f'{k}={v!r}' for k, v in self.values.items())})"
+
+
+def product(shape: object = None, max_elements: int | None = None, **values: Sequence[object]) -> Product:
+    """Specializations as the product of value lists; see :class:`Product`."""
+    return Product(shape, max_elements, **values)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for ``n <= 1``); folded when it computes a tile shape."""
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
 def tensor(array: object, *, name: str | None = None):

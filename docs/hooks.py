@@ -91,7 +91,7 @@ def env_name(keys: tuple[str, ...]) -> str:
 def _type_text(type_: Any) -> str:
     if typing.get_origin(type_) is list:
         return "list of strings"
-    return {bool: "boolean", int: "integer", str: "string"}[type_]
+    return {bool: "boolean", int: "integer", str: "string", dict: "table"}[type_]
 
 
 def _toml_value(value: Any) -> str:
@@ -101,12 +101,16 @@ def _toml_value(value: Any) -> str:
         return "[" + ", ".join(f'"{v}"' for v in value) + "]"
     if isinstance(value, str):
         return f'"{value}"'
+    if isinstance(value, dict):
+        return "{}" if not value else str(value)
     return str(value)
 
 
 def _override_example(setting: SettingDoc) -> str:
     if typing.get_origin(setting.type_) is list:
         return "a,b"
+    if setting.type_ is dict:  # a table given as text is JSON
+        return '{"rows": {"shape": ["n"], "n": [128, 1024]}}'
     if setting.type_ is bool:
         return "1" if not setting.default else "0"
     if "enum" in setting.schema:

@@ -371,8 +371,8 @@ def test_the_dispatcher_refuses_a_tile_shape_nobody_compiled(shim):
         "tile shape (64,) of `z`; it was compiled for tile shapes (128,), (256,)\n"
         "  = help: partition the output into tiles of a compiled shape, or add this shape to the kernel's "
         "specializations (`@tile.kernel(specialize=...)` or pyproject) and rebuild")
-    assert shim.tiled("add")(tile_config(), None, *vectors()) == 600
-    assert "got no tile shape (tile_shape is NULL)" in shim.last_error
+    # no tile shape: the dispatcher picks a compiled one, which passes every check (701: no driver here)
+    assert shim.tiled("add")(tile_config(), None, *vectors()) == 701
     x, m, s = tensor(A, [40, 30]), tensor(B, [40, 30]), tensor(C, [40])
     assert shim.tiled("stats")(tile_config(), [16, 16, 8], x, 0, m, s) == 600
     assert ("no specialization for tile shapes m: (16, 16), s: (8,); it was compiled for (m: (8, 8), s: (8,)); "

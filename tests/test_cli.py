@@ -11,7 +11,7 @@ ROOT = Path(__file__).parent.parent
 
 def test_check_clean_project_exits_zero(capsys):
     assert main(["check", str(ROOT / "example_project")]) == 0
-    assert "checked 29 kernels: no errors" in capsys.readouterr().out
+    assert "checked 30 kernels: no errors" in capsys.readouterr().out
 
 
 def test_check_bad_kernel_exits_one_with_rustc_style_diagnostic(capsys, monkeypatch):
@@ -44,7 +44,8 @@ def test_build_in_place_then_inspect(tmp_path, capsys):
     assert "sm_90  cubin" in out and "ptx    ptx" in out
     assert "example_kernels.tiles.add(x: Tensor[f32, 1], y: Tensor[f32, 1], z: tile.Out[f32, 1])  " \
            "[tile, one block per tile]" in out
-    assert "tile shapes {'z': [1024]}: block (" in out
+    assert "tile shapes {'z': [1024]}, dtypes {'T': 'f32'}: block (" in out   # add is generic over T
+    assert "tile shapes {'z': [1024]}, dtypes {'T': 'bf16'}: block (" in out
     # the package's own demo lists every kernel, tile kernels with their specialisations
     import subprocess
     import sys
@@ -54,8 +55,8 @@ def test_build_in_place_then_inspect(tmp_path, capsys):
     assert listing.returncode == 0, listing.stderr
     assert "example_kernels.tiles.add(x: Tensor[f32, 1], y: Tensor[f32, 1], z: tile.Out[f32, 1])  " \
            "one block per tile" in listing.stdout
-    (line,) = [line for line in listing.stdout.splitlines() if "tile shapes {'z': [1024]}:" in line]
-    assert "PTX sm_90" in line and "sm_90 cubin" in line
+    lines = [line for line in listing.stdout.splitlines() if "tile shapes {'z': [1024]}, dtypes {'T': 'f32'}:" in line]
+    assert lines and all("PTX sm_90" in line and "sm_90 cubin" in line for line in lines)
     assert "Traceback" not in listing.stderr
 
 

@@ -50,6 +50,8 @@ def override_for(setting) -> tuple[str, object]:
         return ("0", False) if setting.default else ("1", True)
     if setting.type_ is int:
         return "2", 2
+    if setting.type_ is dict:
+        return '{"rows": {"shape": ["n"], "n": [128]}}', {"rows": {"shape": ["n"], "n": [128]}}
     if "enum" in setting.schema:
         return setting.schema["enum"][-1], setting.schema["enum"][-1]
     return "off", "off"

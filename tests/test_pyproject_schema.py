@@ -44,6 +44,18 @@ VALID = {
         """),
     "cache folder": 'kernels = ["pkg.ops"]\ncache-dir = "~/kernel-cache"',
     "one target": 'kernels = ["pkg.ops"]\ntargets = ["sm_121a"]',
+    "tile products": textwrap.dedent("""\
+        kernels = ["pkg.ops"]
+        [tool.buildtile.tile.specialize.rows]
+        shape = ["rows", "cols"]
+        rows = [1, 4]
+        cols = [256, 1024, 4096]
+        T = ["f16", "bf16", "f32"]
+        max-elements = 4096
+        [tool.buildtile.tile.specialize.pairs]
+        shape = { m = [8, "n"], s = [8] }
+        n = [8, 16]
+        """),
 }
 #: tables both must refuse
 INVALID = {
@@ -72,6 +84,22 @@ INVALID = {
     "jobs negative": 'kernels = ["pkg.ops"]\njobs = -1',
     "cache-dir with a NUL": 'kernels = ["pkg.ops"]\ncache-dir = "cache\\u0000dir"',
     "c-abi not a table": 'kernels = ["pkg.ops"]\nc-abi = true',
+    "tile product not a table": 'kernels = ["pkg.ops"]\n[tool.buildtile.tile.specialize]\nrows = [1, 4]',
+    "tile product mixing dtypes and extents": (
+        'kernels = ["pkg.ops"]\n[tool.buildtile.tile.specialize.rows]\nshape = ["n"]\nn = [1, "f16"]'),
+    "tile product with an unknown dtype": (
+        'kernels = ["pkg.ops"]\n[tool.buildtile.tile.specialize.rows]\nT = ["f8"]'),
+    "tile product with an empty list": (
+        'kernels = ["pkg.ops"]\n[tool.buildtile.tile.specialize.rows]\nshape = ["n"]\nn = []'),
+    "tile product with a zero extent": (
+        'kernels = ["pkg.ops"]\n[tool.buildtile.tile.specialize.rows]\nshape = ["n"]\nn = [0, 4]'),
+    "tile product listing a value twice": (
+        'kernels = ["pkg.ops"]\n[tool.buildtile.tile.specialize.rows]\nshape = ["n"]\nn = [4, 4]'),
+    "tile product max-elements zero": (
+        'kernels = ["pkg.ops"]\n[tool.buildtile.tile.specialize.rows]\nshape = ["n"]\nn = [4]\nmax-elements = 0'),
+    "tile product misnamed": (
+        'kernels = ["pkg.ops"]\n[tool.buildtile.tile.specialize."row-tiles"]\nshape = ["n"]\nn = [4]'),
+    "tile unknown key": 'kernels = ["pkg.ops"]\n[tool.buildtile.tile]\nproducts = {}',
 }
 
 

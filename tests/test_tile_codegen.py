@@ -51,7 +51,7 @@ def spec_of(name: str, shape: tuple) -> object:
 
 
 def test_the_example_module_has_every_kernel_of_the_issue():
-    assert set(KERNELS) == {"add", "scale_bias", "softmax", "layernorm", "row_sum", "matmul_f16", "matmul_bf16"}
+    assert set(KERNELS) == {"add", "axpby", "scale_bias", "softmax", "layernorm", "row_sum", "matmul_f16", "matmul_bf16"}
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90"])
@@ -164,13 +164,17 @@ def test_tile_entries_carry_their_manifest_records():
     entries = IMPL.entries(kernel, OPTIONS)
     add = mangle("example_kernels.tiles", "add")
     assert kernel.grid_param == "z"
-    assert [e.specialization for e in entries] == [
+    f32 = {"dtypes": {"T": "f32"}, "param_dtypes": {"x": "f32", "y": "f32", "z": "f32"}}
+    assert [e.specialization for e in entries if e.specialization["dtypes"]["T"] == "f32"] == [
         {"tile_shapes": {"z": [1024]}, "symbol": f"{add}__t1024", "block": [128, 1, 1],
-         "shared_bytes": 0, "schedule": True},
+         "shared_bytes": 0, "schedule": True, **f32},
         {"tile_shapes": {"z": [4096]}, "symbol": f"{add}__t4096", "block": [256, 1, 1],
-         "shared_bytes": 0, "schedule": True},
+         "shared_bytes": 0, "schedule": True, **f32},
     ]
-    assert [e.label for e in entries] == ["t1024", "t4096"]
+    bf16 = [e.specialization for e in entries if e.specialization["dtypes"]["T"] == "bf16"]
+    assert [s["symbol"] for s in bf16] == [f"{add}__t1024_bf16", f"{add}__t4096_bf16"]
+    assert all(s["param_dtypes"] == {"x": "bf16", "y": "bf16", "z": "bf16"} for s in bf16)
+    assert [e.label for e in entries] == ["t1024", "t1024_f16", "t1024_bf16", "t4096", "t4096_f16", "t4096_bf16"]
     assert kernel.symbol == f"{add}__t1024"
     assert kernel.contract["block"] is None
     assert kernel.contract["requires"][0]["text"] == "x.shape[0] == z.shape[0]"

@@ -25,6 +25,12 @@ def spec_symbol(module: str, kernel: str, tiles: dict) -> str:
     return f"{mangle(module, kernel)}__t" + "_".join("x".join(map(str, shape)) for shape in tiles.values())
 
 
+def generic_fields(spec: dict) -> dict:
+    """A generic kernel's specialization: ``dtypes={"T": "bf16"}`` and the arrays that follow it
+    (``param_dtypes``), given in the test's spec; its symbol takes a ``suffix`` ("_bf16")."""
+    return {k: spec[k] for k in ("dtypes", "param_dtypes") if k in spec}
+
+
 def make_tile_package(make_kernel_package, kernels: dict, *, targets=("sm_90",), ptx_target="sm_80",
                       name=None):
     """Write and import ``<package>.ops`` whose manifest lists the Tile ``kernels``.
@@ -48,7 +54,7 @@ def make_tile_package(make_kernel_package, kernels: dict, *, targets=("sm_90",),
                    "role": PARAM_KINDS[p[1]]} for p in spec["params"]]
         specializations = []
         for s in spec["specializations"]:
-            symbol = spec_symbol(module.__name__, kernel, s["tiles"])
+            symbol = spec_symbol(module.__name__, kernel, s["tiles"]) + s.get("suffix", "")
             block = s.get("block", 128)
             block = [block] if isinstance(block, int) else list(block)
             specializations.append({
@@ -58,6 +64,7 @@ def make_tile_package(make_kernel_package, kernels: dict, *, targets=("sm_90",),
                 "shared_bytes": s.get("shared_bytes", 0),
                 "artifacts": _artifacts(out, symbol, s, targets, ptx_target),
                 **({"schedule": s["schedule"]} if "schedule" in s else {}),
+                **generic_fields(s),
             })
         outs = [p["name"] for p in params if p["kind"] == "tile_out"]
         manifest["kernels"].append({
@@ -318,11 +325,12 @@ def tile_record(module: str, name: str, params: list[tuple], specs: list[dict], 
         block = s["block"] if isinstance(s["block"], (list, tuple)) else [s["block"]]
         specializations.append({
             "tile_shapes": {k: list(v) for k, v in s["tiles"].items()},
-            "symbol": spec_symbol(module, name, s["tiles"]),
+            "symbol": spec_symbol(module, name, s["tiles"]) + s.get("suffix", ""),
             "block": list(block) + [1] * (3 - len(block)),
             "shared_bytes": s.get("shared_bytes", 0),
             "_ptx": s["ptx"],
             **({"schedule": s["schedule"]} if "schedule" in s else {}),
+            **generic_fields(s),
         })
     return {
         "name": name, "module": module, "symbol": specializations[0]["symbol"], "kind": "tile",

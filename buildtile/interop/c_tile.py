@@ -11,7 +11,11 @@ Per Tile kernel the shim exports
   int64_t* tile_shape, <params>...)``, which calls the specialization
   compiled for ``tile_shape`` (the tile extents of every ``tile.Out``
   parameter, in parameter order) or fails with BT0600 listing the compiled
-  ones.
+  ones; a null ``tile_shape`` takes the specialization ranked best for the
+  grid output's extents (``bt_tile_choose``, the manifest's rule, as the
+  Python host ranks). A generic kernel's dispatcher first keeps the
+  specializations compiled for the arguments' dtypes (BT0308 listing the
+  compiled ones when there is none); each of its launchers checks its own.
 
 kernels.hpp wraps the dispatcher in ``<ns>::<kernel>(TileTensor&&...,
 Partition&&...)``, which returns a move-only pending launch whose
@@ -20,9 +24,10 @@ Partition&&...)``, which returns a move-only pending launch whose
 
 from __future__ import annotations
 
-from buildtile.interop.abi import DTYPES, mangle
+from buildtile.interop.abi import DTYPES, mangle, spell_type
 from buildtile.interop.c_model import Kernel, specialization_launcher
 from buildtile.interop.manifest import ParamRecord, SpecializationRecord
+from buildtile.interop.tile_choice import CHOICE_RULE
 from buildtile.interop.c_requires import relation_check
 from buildtile.interop.c_syntax import (
     CPP_TYPE,
@@ -99,15 +104,20 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
     """The descriptions and launchers of Tile kernel number ``i`` (``module_of``: entry -> (module, index))."""
     out = [block_comment(tile_comment(kernel))]
     buffers = kernel.buffers
-    out.append(f"static const bt_param_spec bt_buffers_{i}[] = {{")
-    for p in buffers:
-        code, bits = DTYPES[p.dtype][1], DTYPES[p.dtype][2]
-        # inputs may be any strided view (the kernel reads through its strides); a tile.Out is
-        # written a tile at a time and must be row-major contiguous
-        kind = "BT_KIND_TILE" if p.is_tile_out else "BT_KIND_TENSOR"
-        out.append(f"    {{{string_literal(p.name)}, {kind}, {p.rank}, {_ROLES[p.role]}, {code}, {bits}, "
-                   f"{string_literal(p.type_text)}}},")
-    out.append("};")
+    generic = kernel.tile.generic
+    tables = [(f"bt_buffers_{i}_{s}", spec) for s, spec in enumerate(kernel.tile.specializations)] if generic \
+        else [(f"bt_buffers_{i}", None)]
+    for table, spec in tables:
+        out.append(f"static const bt_param_spec {table}[] = {{")
+        for p in buffers:
+            dtype = spec.dtype_of(p) if spec is not None else p.dtype
+            code, bits = DTYPES[dtype][1], DTYPES[dtype][2]
+            # inputs may be any strided view (the kernel reads through its strides); a tile.Out is
+            # written a tile at a time and must be row-major contiguous
+            kind = "BT_KIND_TILE" if p.is_tile_out else "BT_KIND_TENSOR"
+            out.append(f"    {{{string_literal(p.name)}, {kind}, {p.rank}, {_ROLES[p.role]}, {code}, {bits}, "
+                       f"{string_literal(spell_type(p.kind, dtype, p.rank))}}},")
+        out.append("};")
     grid_buffer = [p.name for p in buffers].index(kernel.tile.grid_param)
     offset = 0  # where the grid output's extents start in a specialization's tile_shape
     for p in kernel.outs:
@@ -126,7 +136,7 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
             f"static const bt_kernel {var} = {{",
             f"    &bt_module_{m}, {index}, {string_literal(kernel.qualname)},",
             f"    {{{bx}, {by}, {bz}}}, 0, {spec.shared_bytes}u, 1u, {kernel.min_cc or 0},",
-            f"    bt_buffers_{i}, {len(buffers)}, 0,",
+            f"    {tables[s][0] if generic else tables[0][0]}, {len(buffers)}, 0,",
             "};",
             (f"static const bt_tile bt_tile_{i}_{s} = {{{grid_buffer}, bt_tiles_{i}_{s} + {offset}, {grid_rank}, "
              f"{int(kernel.tile.takes_schedule)}}};"),
@@ -166,9 +176,19 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
 
 def _dispatcher(i: int, kernel: Kernel) -> list[str]:
     outs = kernel.outs
+    specs = kernel.tile.specializations
+    grid = next(p for p in outs if p.name == kernel.tile.grid_param)
+    choice_tiles = [t for spec in specs for t in spec.tile_shape_of(grid.name)]
     out = [
         f"static const char* const bt_outs_{i}[] = {{{', '.join(string_literal(p.name) for p in outs)}}};",
         f"static const int bt_out_ranks_{i}[] = {{{', '.join(str(p.rank) for p in outs)}}};",
+        f"/* the tile shape of `{grid.name}` in each specialization, for a launch without a tile shape */",
+        f"static const int64_t bt_choice_tiles_{i}[] = {{{', '.join(map(str, choice_tiles))}}};",
+    ]
+    if kernel.tile.generic:
+        generic = {name for spec in specs for name, _ in spec.param_dtypes}
+        out.append(f"static const int bt_generic_{i}[] = {{{', '.join('1' if p.name in generic else '0' for p in buffers)}}};")
+    out += [
         "",
     ]
     for scheduled in (False, True):
@@ -180,21 +200,39 @@ def _dispatch(i: int, kernel: Kernel, scheduled: bool) -> list[str]:
     """The ``_tiled`` dispatcher (the default schedule) or the ``_scheduled`` one."""
     n = tile_extents(kernel)
     forwarded = ", ".join(["cfg", "schedule" if scheduled else "NULL"] + [LAUNCHER_ARG_PREFIX + p.name for p in kernel.params])
+    specs = kernel.tile.specializations
+    buffers = kernel.buffers
+    grid = next(p for p in kernel.outs if p.name == kernel.tile.grid_param)
     prototype = scheduled_prototype if scheduled else dispatcher_prototype
     out = [
         f"BUILDTILE_API {prototype(kernel, arg_prefix=LAUNCHER_ARG_PREFIX)}",
         "{",
         "    bt_begin();",
+        (f"    const DLTensor* const tensors[{len(buffers)}] = "
+         f"{{{', '.join(LAUNCHER_ARG_PREFIX + p.name for p in buffers)}}};"),
+        f"    int usable[{len(specs)}] = {{{', '.join('1' for _ in specs)}}};",
     ]
-    if n:
+    if kernel.tile.generic:
+        out += [f"    usable[{s}] = bt_tile_dtypes_are(tensors, bt_buffers_{i}_{s}, {len(buffers)});"
+                for s in range(len(specs))]
         out += [
-            "    if (tile_shape == NULL)",
-            "        return bt_fail(BT_ERR_CONTRACT, \"pass the tile extents of each tile.Out parameter\",",
-            (f"                       \"launch contract violated: kernel `%s` got no tile shape (tile_shape is NULL)\", "
-             f"{string_literal(kernel.qualname)});"),
+            f"    if (!({' || '.join(f'usable[{s}]' for s in range(len(specs)))}))",
+            (f"        return bt_tile_unknown_dtypes({string_literal(kernel.qualname)}, tensors, bt_buffers_{i}_0, "
+             f"bt_generic_{i}, {len(buffers)}, {string_literal(kernel.tile.compiled_dtypes())});"),
         ]
-    for s, _ in enumerate(kernel.tile.specializations):
-        out += [f"    if (bt_tile_shape_is(tile_shape, bt_tiles_{i}_{s}, {n}))",
+    out += [
+        "    (void)tensors;",
+        "    if (tile_shape == NULL) { /* the specialization ranked best for the grid output's extents */",
+        f"        const DLTensor* grid = {LAUNCHER_ARG_PREFIX}{grid.name};",
+        f"        int chosen = bt_tile_choose(grid != NULL && grid->ndim == {grid.rank} ? grid->shape : NULL, "
+        f"{grid.rank}, bt_choice_tiles_{i}, {len(specs)}, usable, {kernel.tile.fill_tiles}u);",
+        "        switch (chosen) {",
+    ]
+    for s, spec in enumerate(specs):
+        out.append(f"        case {s}: return bt_run_{i}_{s}({forwarded});")
+    out += ["        default: break;", "        }", "    }"]
+    for s, spec in enumerate(specs):
+        out += [f"    if (usable[{s}] && bt_tile_shape_is(tile_shape, bt_tiles_{i}_{s}, {n}))",
                 f"        return bt_run_{i}_{s}({forwarded});"]
     out += [
         (f"    return bt_tile_unknown_shape({string_literal(kernel.qualname)}, bt_outs_{i}, bt_out_ranks_{i}, "
@@ -217,7 +255,8 @@ def tile_declarations(kernel: Kernel) -> list[str]:
     names = ", ".join(f"`{p.name}`" for p in kernel.outs)
     out += [
         (f"/* Any compiled tile shape: tile_shape holds the {n} tile extent{'' if n == 1 else 's'} of {names}, "
-         "in that order. */"),
+         "in that order; NULL takes the specialization ranked best for the extents (rule "
+         f"{CHOICE_RULE}). */"),
         f"#define {extents_macro(kernel)} {n}",
         f"BUILDTILE_API {dispatcher_prototype(kernel)};",
         "/* The same, with a tile order and persistence (NULL: the defaults). */",
@@ -257,8 +296,9 @@ def tile_wrapper(kernel: Kernel, package: str) -> list[str]:
         value = names[p.name] if p.is_scalar else f"buildtile::detail::take(std::move({names[p.name]}), {where})"
         inits.append(f"m_{p.name}({value})")
     extents = [f"m_{p.name}.tile_shape()[{d}]" for p in kernel.outs for d in range(p.rank)] or ["0"]
+    chosen = " || ".join(f"m_{p.name}.chosen_at_launch()" for p in kernel.outs) or "false"
     dl = [f"        const DLTensor d_{p.name} = m_{p.name}.dl();" for p in params if not p.is_scalar]
-    call = ["&cfg", "tile_shape", "&schedule"] + [
+    call = ["&cfg", "given", "&schedule"] + [
         (f"m_{p.name}.bits" if p.dtype in ("f16", "bf16") else f"m_{p.name}") if p.is_scalar else f"&d_{p.name}"
         for p in params]
     given_back = string_literal("the tensors returned by `sync_on` or `cancel`")
@@ -288,6 +328,8 @@ def tile_wrapper(kernel: Kernel, package: str) -> list[str]:
         "    result sync_on(void* stream, std::uint32_t shared_mem = 0) &&",
         "    {",
         f"        const std::int64_t tile_shape[] = {{{', '.join(extents)}}};",
+        "        // a partition without a tile shape: the launcher picks the specialization for the extents",
+        f"        const std::int64_t* given = ({chosen}) ? nullptr : tile_shape;",
         *dl,
         "        const bt_launch_config cfg{{0, 0, 0}, shared_mem, stream};",
         f"        const bt_tile_schedule schedule = m_{kernel.tile.grid_param}.schedule();",

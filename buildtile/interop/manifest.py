@@ -68,9 +68,12 @@ Tile kernels (``"kind": "tile"``) have the same record, plus::
                 "symbol": "example_kernels_tiles__add__t128",
                 "block": [128, 1, 1],                  # threads the compiler chose for it
                 "shared_bytes": 0,                     # dynamic shared memory each launch provides
-                "artifacts": {...}                     # as for SIMT kernels
+                "artifacts": {...},                    # as for SIMT kernels
+                "dtypes": {"T": "bf16"},               # generic kernels only: each dtype variable's dtype,
+                "param_dtypes": {"x": "bf16", "z": "bf16"}   # and the arrays that follow one
               }
-            ]
+            ],
+            "choice": {"rule": "fewest-padded-v1", "fill_tiles": 264}   # tile.partition(z) without a shape
           }
 
 A ``tile_out`` parameter crosses the kernel ABI like a tensor (pointer,
@@ -83,7 +86,11 @@ the tiles of ``grid_param`` (the ``tile_out`` of the highest rank): axis
 well, axis ``rank-3`` fastest) while each fits CUDA's limits, else the tiles in
 row-major order along x, spilled into y and z (runtime/tile/grid.py; the
 kernel finds its tile from its linear block id). A tile record's top-level ``symbol`` and
-``artifacts`` are those of its first specialization.
+``artifacts`` are those of its first specialization; a generic kernel's
+``params`` give its first specialization's dtypes, and a launch picks the
+specializations whose ``param_dtypes`` match its arrays. ``choice`` names
+the rule that ranks specializations for a launch without a tile shape
+(:mod:`buildtile.interop.tile_choice`); both hosts implement it.
 
 ``requires`` expressions are small JSON trees, evaluated identically by the
 Python host and the C shim (over int64):
@@ -115,6 +122,7 @@ from pathlib import Path
 
 from buildtile.errors import BuildtileError
 from buildtile.interop.abi import ABI_VERSION, DTYPES, ELEMENT_ONLY_DTYPES, PARAM_KINDS, SLICE_KINDS, spell_type
+from buildtile.interop.tile_choice import CHOICE_RECORD, CHOICE_RULE, FILL_TILES
 
 MANIFEST_VERSION = 1
 MANIFEST_DIR = "_buildtile"
@@ -304,15 +312,29 @@ class SpecializationRecord:
     shared_bytes: int
     artifacts: tuple[ArtifactRecord, ...]
     schedule: bool = False      # takes the trailing tile_schedule parameter (abi.TILE_SCHEDULE)
+    #: a generic kernel's: each dtype variable's dtype, and each array parameter that follows one
+    dtypes: tuple[tuple[str, str], ...] = ()
+    param_dtypes: tuple[tuple[str, str], ...] = ()
 
     def tile_shape_of(self, param: str) -> tuple[int, ...]:
         return dict(self.tile_shapes)[param]
+
+    def dtype_of(self, param: ParamRecord) -> str:
+        """The dtype ``param`` has in this specialization."""
+        for name, dtype in self.param_dtypes:
+            if name == param.name:
+                return dtype
+        return param.dtype
 
     def describe(self) -> str:
         """``(128,)`` for one output; ``m: (8, 8), s: (8,)`` for several."""
         if len(self.tile_shapes) == 1:
             return str(self.tile_shapes[0][1])
         return ", ".join(f"{name}: {shape}" for name, shape in self.tile_shapes)
+
+    def describe_dtypes(self) -> str:
+        """``T = bf16`` (empty for a kernel that is not generic)."""
+        return ", ".join(f"{var} = {dtype}" for var, dtype in self.dtypes)
 
 
 @dataclass(frozen=True)
@@ -321,6 +343,12 @@ class TileRecord:
 
     grid_param: str
     specializations: tuple[SpecializationRecord, ...]
+    #: how a launch without a tile shape chooses (see tile_choice); manifests before it: the default rule
+    fill_tiles: int = FILL_TILES
+
+    @property
+    def generic(self) -> bool:
+        return bool(self.specializations[0].dtypes)
 
     @property
     def takes_schedule(self) -> bool:
@@ -329,9 +357,14 @@ class TileRecord:
 
     def compiled(self) -> str:
         """The compiled tile shapes, for messages: ``tile shapes (128,), (256,)``."""
-        if len(self.specializations[0].tile_shapes) == 1:
-            return "tile shapes " + ", ".join(s.describe() for s in self.specializations)
-        return "; ".join(f"({s.describe()})" for s in self.specializations)
+        shapes = list(dict.fromkeys(s.tile_shapes for s in self.specializations))
+        if len(shapes[0]) == 1:
+            return "tile shapes " + ", ".join(str(t[0][1]) for t in shapes)
+        return "; ".join("(" + ", ".join(f"{name}: {shape}" for name, shape in t) + ")" for t in shapes)
+
+    def compiled_dtypes(self) -> str:
+        """The compiled dtype bindings, for messages: ``T = f16; T = bf16``."""
+        return "; ".join(dict.fromkeys(s.describe_dtypes() for s in self.specializations))
 
 
 @dataclass(frozen=True)
@@ -624,19 +657,32 @@ def _tile(raw: object, params: tuple[ParamRecord, ...], where: str) -> TileRecor
     specs = raw.get("specializations")
     if not isinstance(specs, list) or not specs:
         raise malformed(f"{where}.specializations", "tile.specializations is missing or empty")
-    read_specs = tuple(_specialization(s, outs, f"{where}.specializations[{i}]") for i, s in enumerate(specs))
+    read_specs = tuple(_specialization(s, outs, f"{where}.specializations[{i}]", params)
+                       for i, s in enumerate(specs))
     seen: set = set()
     for spec in read_specs:
-        if spec.tile_shapes in seen:
+        if (spec.tile_shapes, spec.dtypes) in seen:
             raise malformed(f"{where}.specializations",
-                            f"two specializations have the same tile shapes {spec.describe()}")
-        seen.add(spec.tile_shapes)
+                            f"two specializations have the same tile shapes {spec.describe()}"
+                            + (f" and dtypes {spec.describe_dtypes()}" if spec.dtypes else ""))
+        seen.add((spec.tile_shapes, spec.dtypes))
+    if len({bool(s.dtypes) for s in read_specs}) > 1 or len({tuple(v for v, _ in s.dtypes) for s in read_specs}) > 1:
+        raise malformed(f"{where}.specializations", "every specialization of a generic kernel binds the same "
+                                                    "dtype variables")
+    choice = raw.get("choice", CHOICE_RECORD)
+    if not (isinstance(choice, dict) and choice.get("rule") == CHOICE_RULE
+            and isinstance(choice.get("fill_tiles"), int) and not isinstance(choice.get("fill_tiles"), bool)
+            and choice["fill_tiles"] >= 1):
+        raise malformed(f"{where}.choice", f"tile.choice is {choice!r}; this runtime knows rule {CHOICE_RULE!r} "
+                                           "with a positive fill_tiles")
     if len({spec.schedule for spec in read_specs}) != 1:
         raise malformed(f"{where}.specializations", "some specializations take a tile schedule and some do not")
-    return TileRecord(grid.name, read_specs)
+    return TileRecord(grid.name, read_specs, choice["fill_tiles"])
 
 
-def _specialization(raw: object, outs: list[ParamRecord], where: str) -> SpecializationRecord:
+def _specialization(raw: object, outs: list[ParamRecord], where: str,
+                    params: tuple[ParamRecord, ...] = ()) -> SpecializationRecord:
+    params_by_name = {p.name: p for p in params}
     if not isinstance(raw, dict):
         raise malformed(where, "expected an object")
     shapes = raw.get("tile_shapes")
@@ -664,4 +710,23 @@ def _specialization(raw: object, outs: list[ParamRecord], where: str) -> Special
     schedule = raw.get("schedule", False)
     if not isinstance(schedule, bool):
         raise malformed(f"{where}.schedule", f"schedule is {schedule!r}; expected true or false")
-    return SpecializationRecord(tuple(tile_shapes), symbol, block, shared, artifacts, schedule)
+    dtypes = _dtype_map(raw.get("dtypes", {}), f"{where}.dtypes", lambda k: k.isidentifier())
+    param_dtypes = _dtype_map(raw.get("param_dtypes", {}), f"{where}.param_dtypes", lambda k: k in params_by_name)
+    for name, dtype in param_dtypes:
+        if params_by_name[name].is_scalar:
+            raise malformed(f"{where}.param_dtypes", f"`{name}` is a scalar; only arrays follow a dtype variable")
+    if bool(dtypes) != bool(param_dtypes):
+        raise malformed(where, "a generic specialization has both `dtypes` and `param_dtypes`")
+    by_param = dict(param_dtypes)
+    return SpecializationRecord(tuple(tile_shapes), symbol, block, shared, artifacts, schedule=schedule,
+                                dtypes=dtypes,
+                                param_dtypes=tuple((q.name, by_param[q.name]) for q in params if q.name in by_param))
+
+
+def _dtype_map(raw: object, where: str, key_ok) -> tuple[tuple[str, str], ...]:
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and key_ok(k) for k in raw):
+        raise malformed(where, f"expected an object from names to dtypes, got {raw!r}")
+    for k, v in raw.items():
+        if v not in DTYPES:
+            raise malformed(where, f"`{k}` has unknown dtype {v!r}")
+    return tuple(raw.items())

@@ -92,7 +92,8 @@ def _list_kernels(manifest: dict, manifest_dir: Path) -> None:
                   f"block={tuple(block)}" if block else "no contract: unsafe_launch only")
         print(f"  {kernel['module']}.{kernel['name']}({params})  {launch}")
         for spec in kernel.get("tile", {}).get("specializations", [kernel]):
-            shapes = f"tile shapes {spec['tile_shapes']}: " if "tile_shapes" in spec else ""
+            dtypes = f", dtypes {spec['dtypes']}" if spec.get("dtypes") else ""
+            shapes = f"tile shapes {spec['tile_shapes']}{dtypes}: " if "tile_shapes" in spec else ""
             print(f"      {shapes}{_images(spec.get('artifacts') or {}, manifest_dir)}")
 
 

@@ -21,12 +21,27 @@ from buildtile.types import Tensor, bf16, f16, f32
 #: columns of A (rows of B) loaded per step of the matmul loop
 MATMUL_K_STEP = 32
 
+#: the element type of the elementwise kernels: f32 (the default), f16 or bf16, each compiled ahead of time
+T = tile.dtype_var("T", f32, f16, bf16)
 
-@tile.kernel(specialize=[{"z": [1024]}, {"z": [4096]}],
+#: tiles of whole rows or of row chunks, of at most 4096 elements; `tile.partition(z)` picks one per shape
+ROW_TILES = tile.product(shape=("rows", "cols"), rows=[1, 4], cols=[1024, 4096, 256], max_elements=4096)
+
+
+@tile.kernel(specialize=tile.product(shape=("n",), n=[1024, 4096]),
              requires=["x.shape[0] == z.shape[0]", "y.shape[0] == z.shape[0]"])
-def add(x: Tensor[f32, 1], y: Tensor[f32, 1], z: tile.Out[f32, 1]):
-    """z = x + y."""
+def add(x: Tensor[T, 1], y: Tensor[T, 1], z: tile.Out[T, 1]):
+    """z = x + y, in any of T's dtypes."""
     z.store(tile.load_like(x, z) + tile.load_like(y, z))
+
+
+@tile.kernel(specialize=tile.product(shape=("n",), n=[1024]),
+             requires=["x.shape[0] == z.shape[0]", "y.shape[0] == z.shape[0]"])
+def axpby(x: Tensor[T, 1], y: Tensor[T, 1], alpha: f32, beta: f32, z: tile.Out[T, 1]):
+    """z = alpha * x + beta * y, computed in f32 and rounded once to the arrays' dtype."""
+    tx = tile.load_like(x, z).astype(f32)
+    ty = tile.load_like(y, z).astype(f32)
+    z.store((alpha * tx + beta * ty).astype(z.dtype))
 
 
 @tile.kernel(specialize=[{"z": [64, 64]}, {"z": [16, 256]}],
@@ -41,8 +56,7 @@ def scale_bias(x: Tensor[f32, 2], scale: Tensor[f32, 1], bias: Tensor[f32, 1], z
     z.store(tile.load_like(x, z) * s[None, :] + b[None, :])
 
 
-@tile.kernel(specialize=[{"z": [1, 1024]}, {"z": [1, 4096]}, {"z": [4, 256]}],
-             requires=["x.shape[0] == z.shape[0]", "x.shape[1] == z.shape[1]"])
+@tile.kernel(specialize=ROW_TILES, requires=["x.shape[0] == z.shape[0]", "x.shape[1] == z.shape[1]"])
 def softmax(x: Tensor[f32, 2], z: tile.Out[f32, 2]):
     """Softmax of each row: one pass when a tile spans whole rows, else the row's statistics
     are gathered over its tiles first (a block reads the whole row, writes its own tile)."""
@@ -95,7 +109,7 @@ def layernorm(x: Tensor[f32, 2], weight: Tensor[f32, 1], bias: Tensor[f32, 1], e
     z.store(centered * (1.0 / tile.sqrt(var + eps))[:, None] * w[None, :] + b[None, :])
 
 
-@tile.kernel(specialize=[{"z": [64]}, {"z": [16]}], requires=["x.shape[0] == z.shape[0]"])
+@tile.kernel(specialize=tile.product(shape=("rows",), rows=[64, 16]), requires=["x.shape[0] == z.shape[0]"])
 def row_sum(x: Tensor[f32, 2], z: tile.Out[f32, 1]):
     """The sum of each row, any row length: the tile walks along the row in steps of 128 columns."""
     rows = z.tile_shape[0]

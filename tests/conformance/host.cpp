@@ -542,6 +542,17 @@ void tiles_add(const Job& j, void* stream)
     given_back(std::get<2>(back), z);
 }
 
+void tiles_axpby(const Job& j, void* stream)
+{
+    const Arg &x = j.arg(0, "x"), &y = j.arg(1, "y"), &alpha = j.arg(2, "alpha"), &beta = j.arg(3, "beta"),
+              &z = j.arg(4, "z");
+    auto back = tiles::axpby(tile_tensor<float, 1>(x), tile_tensor<float, 1>(y), f32(alpha), f32(beta),
+                             partitioned<float, 1>(j, z))
+                    .sync_on(stream);
+    given_back(std::get<0>(back), x);
+    given_back(std::get<4>(back), z);
+}
+
 void tiles_scale_bias(const Job& j, void* stream)
 {
     const Arg &x = j.arg(0, "x"), &scale = j.arg(1, "scale"), &bias = j.arg(2, "bias"), &z = j.arg(3, "z");
@@ -628,6 +639,7 @@ const std::map<std::string, Runner>& runners()
         {"memory.widen", memory_widen},
         {"memory.random_fill", memory_random_fill},
         {"tiles.add", tiles_add},
+        {"tiles.axpby", tiles_axpby},
         {"tiles.scale_bias", tiles_scale_bias},
         {"tiles.softmax", tiles_softmax},
         {"tiles.layernorm", tiles_layernorm},

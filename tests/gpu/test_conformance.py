@@ -355,13 +355,20 @@ def make_jobs(seed: int = 2024) -> list[Job]:
     # tiles spanning whole rows (one pass), and rows wider than a tile (statistics gathered over tiles)
     for tile, shape, suffix in [((1, 1024), (257, 1000), ""), ((1, 1024), (33, 5000), ".wide"),
                                 ((1, 4096), (3, 2049), ""), ((4, 256), (1023, 200), ""),
-                                ((4, 256), (9, 1000), ".wide")]:
+                                ((4, 256), (9, 1000), ".wide"), ((1, 256), (5, 200), ""),
+                                ((1, 256), (3, 700), ".wide"), ((4, 1024), (7, 1000), ""),
+                                ((4, 1024), (6, 2500), ".wide")]:
         x = randn(shape, 4)
         e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
         jobs.append(Job(f"tiles.softmax.t{tile[0]}x{tile[1]}{suffix}", "tiles.softmax",
                         [arr("x", x), arr("z", poison(shape, "f32"))],
                         close("z", e / e.sum(axis=1, keepdims=True), 1e-5, 1e-7), tile=tile))
     eps = np.float32(1e-5)
+    scale_x, scale_y = np.float32(1.5), np.float32(-0.25)
+    jobs.append(Job("tiles.axpby.t1024", "tiles.axpby",
+                    [arr("x", a), arr("y", b), Scalar("alpha", "f32", scale_x), Scalar("beta", "f32", scale_y),
+                     arr("z", poison(n, "f32"))],
+                    close("z", scale_x * a.astype(np.float64) + scale_y * b, 1e-6, 1e-6), tile=(1024,)))
     for tile, shape, suffix in [((1, 1024), (513, 1000), ""), ((1, 1024), (7, 4000), ".wide"),
                                 ((4, 256), (1001, 256), ""), ((4, 256), (10, 1000), ".wide")]:
         x, w, bias = randn(shape), randn(shape[1]), randn(shape[1])

@@ -13,12 +13,14 @@ block, shared bytes) travels with it (see ``buildtile.interop.manifest``).
 
 from __future__ import annotations
 
+import ast
 import pprint
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from buildtile import __version__
 from buildtile.backend import AnalyzedKernel, Backend, BackendImpl, CompileEntry, CompileOptions, KernelSource
 from buildtile.backends.tile import frontend, ir, ownership
+from buildtile.backends.tile.dtype_vars import bound_source
 from buildtile.backends.tile.lower import LoweredKernel, lower_to_llvm
 from buildtile.backends.tile.plan import Plan, make_plan
 from buildtile.backends.tile.specialize import Specialization, parse_decorator
@@ -38,6 +40,7 @@ class TileSpecialization:
     spec: Specialization
     kernel_ir: ir.KernelIR
     plan: Plan
+    param_dtypes: dict[str, str] = field(default_factory=dict)   # generic parameters -> their dtype here
     _lowered: LoweredKernel | None = None
 
     @property
@@ -69,8 +72,33 @@ class TileSpecialization:
 
     def record(self) -> dict:
         """The manifest record, less its ``artifacts``."""
-        return {"tile_shapes": self.tile_shapes, "symbol": self.symbol, "block": self.block,
-                "shared_bytes": self.shared_bytes, "schedule": True}
+        record = {"tile_shapes": self.tile_shapes, "symbol": self.symbol, "block": self.block,
+                  "shared_bytes": self.shared_bytes, "schedule": True}
+        if self.spec.dtypes:   # a generic kernel: what its dtype variables stand for, and which arrays follow them
+            record["dtypes"] = dict(self.spec.dtypes)
+            record["param_dtypes"] = dict(self.param_dtypes)
+        return record
+
+
+def generic_params(source: KernelSource, spec: Specialization) -> tuple[dict[str, str], list[Diagnostic]]:
+    """The parameters whose annotation names one of ``spec``'s dtype variables, with the dtype it
+    binds; a scalar one is refused (a launch picks the specialization from its arrays' dtypes)."""
+    bound = dict(spec.dtypes)
+    out, diags = {}, []
+    for a in source.node.args.args:
+        names = [n.id for n in ast.walk(a.annotation) if isinstance(n, ast.Name) and n.id in bound] \
+            if a.annotation is not None else []
+        if not names:
+            continue
+        if not isinstance(a.annotation, ast.Subscript):
+            diags.append(Diagnostic(
+                "BT0308", f"scalar parameter `{a.arg}` cannot have the dtype variable `{names[0]}` as its type",
+                Span.of(a.annotation, source.display_file, source.lines),
+                help="a launch picks the dtype from its arrays; take the scalar as f32 (or i64) and convert "
+                     f"it in the kernel: `{names[0]}({a.arg})`"))
+            continue
+        out[a.arg] = bound[names[0]]
+    return out, diags
 
 
 def params_record(kernel_ir: ir.KernelIR) -> list[dict]:
@@ -91,17 +119,20 @@ class TileBackend(BackendImpl):
     """source -> typed IR per specialization -> checked IR -> plan -> LLVM IR; one entry per specialization."""
 
     def analyze(self, source: KernelSource, options: CompileOptions) -> AnalyzedKernel:
-        specs, contract, diags = parse_decorator(source)
+        specs, contract, diags = parse_decorator(source, options)
         per_spec: list[list[Diagnostic]] = []
         compiled: list[TileSpecialization] = []
         for spec in specs:
-            kernel_ir, found = frontend.build_typed_ir(source, spec.shapes)
+            bound = bound_source(source, spec.dtypes)
+            param_dtypes, found = generic_params(source, spec)
+            kernel_ir, typed = frontend.build_typed_ir(bound, spec.shapes)
+            found = found + typed
             if kernel_ir is not None:
-                found = found + ownership.check(kernel_ir, source)
+                found = found + ownership.check(kernel_ir, bound)
             per_spec.append(found)
             if not found and not diags:
-                compiled.append(TileSpecialization(spec, kernel_ir, make_plan(kernel_ir)))
-        if not specs:   # no tile.Out parameter: type once to report why
+                compiled.append(TileSpecialization(spec, kernel_ir, make_plan(kernel_ir), param_dtypes))
+        if not specs and not diags:   # no tile.Out parameter: type once to report why
             _, found = frontend.build_typed_ir(source, {})
             per_spec.append(found)
         diags = list(diags) + _merge(per_spec, specs)

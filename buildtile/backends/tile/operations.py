@@ -80,10 +80,24 @@ class TileOperations(TileShapes):
                   help="tiles have .astype(), .reshape(), .permute(), .transpose(), .sum/.max/.min()")
 
     def dtype_arg(self, node: ast.AST) -> Scalar:
+        if isinstance(node, ast.Attribute) and node.attr == "dtype":   # `x.dtype` of an array, a tile or a scalar
+            return self.dtype_of_value(node)
         ty = scalar_type(node, self.ns)
         if ty is None or ty.name not in TILE_DTYPES:
             self.fail("BT0308", node, f"`{ast.unparse(node)}` is not a tile element type",
                       help=f"tiles hold {', '.join(TILE_DTYPES)} (import them from buildtile.types)")
+        return ty
+
+    def dtype_of_value(self, node: ast.Attribute) -> Scalar:
+        base = node.value
+        param = self.params.get(base.id) if isinstance(base, ast.Name) else None
+        if param is not None and not isinstance(param.ty, Scalar):
+            return param.ty.elem
+        ty = self.expr(base).ty
+        ty = ty.dtype if isinstance(ty, TileT) else ty
+        if not isinstance(ty, Scalar) or ty.name not in TILE_DTYPES:
+            self.fail("BT0308", node, f"`{ast.unparse(node)}` is not a tile element type",
+                      help="`.dtype` is that of an array parameter, a tile or a typed scalar")
         return ty
 
     def call_load(self, node: ast.Call):

@@ -430,6 +430,14 @@ public:
     {
     }
 
+    /// No tile shape: the launch takes the compiled specialization ranked best for the extents
+    /// (the rule in the package manifest, as the Python host applies it); tile_shape() is zeros.
+    explicit Partition(TileTensor<T, Rank>&& tensor, const bt_tile_schedule& schedule = {})
+        : tensor_(detail::take(std::move(check(tensor, Extents{}, schedule, true)), "a partition (buildtile::partition)")),
+          tile_shape_{}, schedule_(schedule), chosen_at_launch_(true)
+    {
+    }
+
     /// The order its tiles are visited in, and whether the launch is persistent (abi.h).
     const bt_tile_schedule& schedule() const
     {
@@ -438,6 +446,7 @@ public:
     }
 
     bool moved() const noexcept { return tensor_.moved(); }
+    bool chosen_at_launch() const noexcept { return chosen_at_launch_; }
     const Extents& shape() const
     {
         live();
@@ -453,6 +462,9 @@ public:
     Extents num_tiles() const
     {
         Extents counts{};
+        if (chosen_at_launch_)
+            throw Error(BT_ERR_CONTRACT, detail::code_text(BT_ERR_CONTRACT) +
+                                             ": a partition without a tile shape has its tiles chosen at launch");
         for (int d = 0; d < Rank; ++d)
             counts[d] = (shape()[d] + tile_shape_[d] - 1) / tile_shape_[d];
         return counts;
@@ -477,10 +489,10 @@ private:
     void live() const { detail::tile_access::check_live(tensor_, "Partition"); }
 
     static TileTensor<T, Rank>& check(TileTensor<T, Rank>& tensor, const Extents& tile_shape,
-                                      const bt_tile_schedule& schedule)
+                                      const bt_tile_schedule& schedule, bool chosen_at_launch = false)
     {
         tensor.shape();  // partitioning a moved-from tensor throws BT0382
-        for (int d = 0; d < Rank; ++d)
+        for (int d = 0; d < Rank && !chosen_at_launch; ++d)
             if (tile_shape[d] < 1)
                 throw Error(BT_ERR_CONTRACT, detail::code_text(BT_ERR_CONTRACT) +
                                                  ": tile extents must be at least 1, got tile shape " +
@@ -504,6 +516,7 @@ private:
     TileTensor<T, Rank> tensor_;
     Extents tile_shape_;
     bt_tile_schedule schedule_;
+    bool chosen_at_launch_ = false;
 };
 
 /// `buildtile::partition(std::move(z), {128})`: z cut into tiles of 128 (z is moved from).
@@ -516,6 +529,14 @@ Partition<T, Rank> partition(TileTensor<T, Rank>&& tensor, const typename TileTe
                              const bt_tile_schedule& schedule = {})
 {
     return Partition<T, Rank>(std::move(tensor), tile_shape, schedule);
+}
+
+/// `buildtile::partition(std::move(z))`: z cut into the tiles of the compiled specialization the
+/// launch ranks best for z's extents.
+template <class T, int Rank>
+Partition<T, Rank> partition(TileTensor<T, Rank>&& tensor)
+{
+    return Partition<T, Rank>(std::move(tensor));
 }
 
 }  // namespace buildtile

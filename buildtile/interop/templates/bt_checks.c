@@ -51,7 +51,7 @@ int bt_fail(int status, const char* help, const char* fmt, ...)
  * How arguments are described in messages (the Python host's wording)
  * ------------------------------------------------------------------------ */
 
-static const char* bt_dtype_name(uint8_t code, uint8_t bits, uint16_t lanes, char* buf, size_t size)
+const char* bt_dtype_name(uint8_t code, uint8_t bits, uint16_t lanes, char* buf, size_t size)
 {
     static const struct { uint8_t code, bits; const char* name; } known[] = {
         {kDLInt, 8, "i8"},     {kDLInt, 16, "i16"},   {kDLUInt, 8, "u8"},

@@ -152,6 +152,26 @@ BT_INTERNAL int bt_tile_shape_is(const int64_t* given, const int64_t* compiled, 
 BT_INTERNAL int bt_tile_unknown_shape(const char* kernel, const char* const* outs, const int* ranks,
                                       int n_outs, const int64_t* tile_shape, const char* compiled);
 
+/* A launch without a tile shape: the index (into `tiles`, `n` candidates of `rank`
+ * extents each) of the specialization ranked best for the grid output's `extents`
+ * by rule fewest-padded-v1 (buildtile/interop/tile_choice.py); candidates whose
+ * `usable` entry is 0 (compiled for other dtypes) are skipped; -1 if none is usable. */
+BT_INTERNAL int bt_tile_choose(const int64_t* extents, int rank, const int64_t* tiles, int n,
+                               const int* usable, uint64_t fill_tiles);
+
+/* Whether the tensors' dtypes are those of `buffers` (a NULL tensor matches: its
+ * launcher refuses it). */
+BT_INTERNAL int bt_tile_dtypes_are(const DLTensor* const* tensors, const bt_param_spec* buffers, int n);
+
+/* BT0308 for arrays of dtypes no specialization of a generic kernel was compiled
+ * for; `compiled` lists the compiled bindings as the Python host does. */
+BT_INTERNAL int bt_tile_unknown_dtypes(const char* kernel, const DLTensor* const* tensors,
+                                       const bt_param_spec* buffers, const int* generic, int n,
+                                       const char* compiled);
+
+/* "f32", "bf16" ... as the Python host names a DLPack dtype (bt_checks.c). */
+BT_INTERNAL const char* bt_dtype_name(uint8_t code, uint8_t bits, uint16_t lanes, char* buf, size_t size);
+
 /* "(8, 2)" / "(8,)" / "()": extents as Python writes a tuple. */
 BT_INTERNAL void bt_format_extents(char* buf, size_t size, const int64_t* values, int n);
 

@@ -245,3 +245,80 @@ int bt_tile_unknown_shape(const char* kernel, const char* const* outs, const int
                    "launch contract violated: kernel `%s` has no specialization for %s; it was compiled for %s",
                    kernel, what, compiled);
 }
+
+/* Rule fewest-padded-v1, as buildtile/interop/tile_choice.py ranks: launchable, then the
+ * fewest padded elements, then enough tiles to fill the GPU, then larger tiles, then order. */
+int bt_tile_choose(const int64_t* extents, int rank, const int64_t* tiles, int n, const int* usable,
+                   uint64_t fill_tiles)
+{
+    int best = -1;
+    uint64_t best_key[4] = {0, 0, 0, 0};
+    if (extents == NULL) { /* no usable grid output: the first candidate's launcher says why */
+        for (int s = 0; s < n; ++s)
+            if (usable[s])
+                return s;
+        return -1;
+    }
+    for (int s = 0; s < n; ++s) {
+        if (!usable[s])
+            continue;
+        const int64_t* t = tiles + (size_t)s * (size_t)rank;
+        uint64_t launchable = 0, covered = 1, real = 1, count = 1, size = 1;
+        for (int axis = 0; axis < rank; ++axis) {
+            const uint64_t e = (uint64_t)extents[axis], w = (uint64_t)t[axis];
+            const uint64_t c = e == 0 ? 0 : (e - 1) / w + 1;
+            if (c > bt_max_grid[rank - 1 - axis])
+                launchable = 1;
+            covered *= c * w;
+            real *= e;
+            count *= c;
+            size *= w;
+        }
+        /* smaller is better; "larger tiles" as the complement of the size */
+        const uint64_t key[4] = {launchable, covered - real, count >= fill_tiles ? 0 : 1, UINT64_MAX - size};
+        int better = best < 0;
+        for (int k = 0; k < 4 && !better; ++k) {
+            if (key[k] != best_key[k]) {
+                better = key[k] < best_key[k];
+                break;
+            }
+        }
+        if (better) {
+            best = s;
+            for (int k = 0; k < 4; ++k)
+                best_key[k] = key[k];
+        }
+    }
+    return best;
+}
+
+int bt_tile_dtypes_are(const DLTensor* const* tensors, const bt_param_spec* buffers, int n)
+{
+    for (int i = 0; i < n; ++i) {
+        const DLTensor* t = tensors[i];
+        if (t != NULL && (t->dtype.code != buffers[i].code || t->dtype.bits != buffers[i].bits))
+            return 0;
+    }
+    return 1;
+}
+
+int bt_tile_unknown_dtypes(const char* kernel, const DLTensor* const* tensors, const bt_param_spec* buffers,
+                           const int* generic, int n, const char* compiled)
+{
+    char given[512];
+    size_t used = 0;
+    given[0] = 0;
+    for (int i = 0; i < n && used < sizeof given; ++i) {
+        if (!generic[i] || tensors[i] == NULL)
+            continue;
+        char buf[64];
+        const char* dtype = bt_dtype_name(tensors[i]->dtype.code, tensors[i]->dtype.bits, tensors[i]->dtype.lanes,
+                                          buf, sizeof buf);
+        used += (size_t)snprintf(given + used, sizeof given - used, "%s`%s` is %s", used ? ", " : "",
+                                 buffers[i].name, dtype);
+    }
+    return bt_fail(BT_ERR_MISMATCHED_TYPES, "convert the arrays to a compiled dtype, or add this one to the "
+                   "kernel's specializations (its dtype variable or `tile.product`) and rebuild",
+                   "mismatched types: kernel `%s` has no specialization for these dtypes (%s); it was compiled "
+                   "for %s", kernel, given, compiled);
+}

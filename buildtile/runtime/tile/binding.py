@@ -72,11 +72,13 @@ def bind(sig: TileSignature, args: tuple, stream: int) -> TileBinding:
     objects = tuple(obj for _, obj in unwrapped)
     _refuse_repeats(sig, handles, objects)
 
+    made: dict[int, ArrayView] = {}
+    group, params = ((), sig.params) if not sig.generic_params else _dtype_group(sig, objects, stream, made)
     views: list[ArrayView | None] = []
     env: list[object] = []
-    for p, obj in zip(sig.params, objects):
+    for p, obj in zip(params, objects):
         if p.is_array:
-            view = _view(sig, p, obj, stream)
+            view = _view(sig, p, obj, stream, made.get(p.index))
             views.append(view)
             env.append(view)
         else:
@@ -85,7 +87,8 @@ def bind(sig: TileSignature, args: tuple, stream: int) -> TileBinding:
     _refuse_known_device_mismatch(sig, views)
     _refuse_overlaps(sig, views)
 
-    spec = sig.specialization_for({p.name: handles[p.index].tile_shape for p in sig.outs})
+    spec = sig.specialization_for({p.name: handles[p.index].tile_shape for p in sig.outs}, group,
+                                  tuple(views[sig.grid_param.index].shape))
     schedule = _schedule(sig, handles)
     _check_requires(sig, env)
     grid = _grid(sig, spec, views[sig.grid_param.index])
@@ -136,7 +139,7 @@ def _unwrap(sig: TileSignature, p: ParamRecord, arg: object) -> tuple[OwnedHandl
                              "only tile.Out parameters are partitioned")
     if p.is_tile_out and not isinstance(handle, Partition):
         got = "a TileTensor" if isinstance(handle, TileTensor) else describe_value(arg)
-        example = ", ".join(str(list(spec.tile_shape_of(p.name))) for spec in sig.specializations)
+        example = ", ".join(dict.fromkeys(str(list(spec.tile_shape_of(p.name))) for spec in sig.specializations))
         raise _mismatch(sig, p, got, "an output must be partitioned into tiles",
                         help=f"partition it: `tile.partition({p.name}, tile_shape)` with a compiled tile "
                              f"shape ({example})")
@@ -171,9 +174,27 @@ def _refuse_repeats(sig: TileSignature, handles: tuple, objects: tuple) -> None:
                      "(copy one if both must hold the same data)")
 
 
-def _view(sig: TileSignature, p: ParamRecord, obj: object, stream: int) -> ArrayView:
+def _dtype_group(sig: TileSignature, objects: tuple, stream: int,
+                 made: dict[int, ArrayView]) -> tuple[tuple, tuple[ParamRecord, ...]]:
+    """A generic kernel's compiled dtype binding for the arrays passed, and its parameters with
+    those dtypes (BT0308 listing the compiled ones when there is none). The views made on the
+    way are kept in ``made``; an argument that is no array is left to the checks that follow."""
+    dtypes = {}
+    for p in sig.params:
+        if p.name in sig.generic_params:
+            try:
+                view = made[p.index] = array_view(objects[p.index], stream)
+            except Exception:  # noqa: BLE001 (reported, in the producer's words, by _view)
+                continue
+            if view is not None and view.dtype is not None:
+                dtypes[p.name] = view.dtype
+    return sig.dtype_group_for(dtypes)
+
+
+def _view(sig: TileSignature, p: ParamRecord, obj: object, stream: int, view: ArrayView | None = None) -> ArrayView:
     try:
-        view = array_view(obj, stream)
+        if view is None:
+            view = array_view(obj, stream)
     except Exception as exc:  # noqa: BLE001 (whatever the producer raised, in its words)
         raise refusals.producer_failed(sig.name, p, obj, exc) from None
     error = refusals.array_problem(sig.name, p, obj, view, p.writes)

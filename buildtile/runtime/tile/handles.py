@@ -185,7 +185,7 @@ class TileTensor(OwnedHandle):
     def __dlpack_device__(self):
         return self.live_array("asking its `__dlpack_device__()`").__dlpack_device__()
 
-    def partition(self, tile_shape, **schedule) -> Partition:
+    def partition(self, tile_shape=None, **schedule) -> Partition:
         """``tile.partition(self, tile_shape, ...)``: moves this handle into a partition."""
         return partition(self, tile_shape, **schedule)
 
@@ -238,8 +238,8 @@ class Partition(OwnedHandle):
         return self._schedule
 
     @property
-    def tile_shape(self) -> tuple[int, ...]:
-        """Extent of one tile along each axis."""
+    def tile_shape(self) -> tuple[int, ...] | None:
+        """Extent of one tile along each axis; None: the launch picks a compiled one for the extents."""
         self.live_array("reading `.tile_shape`")
         return self._tile_shape
 
@@ -253,6 +253,9 @@ class Partition(OwnedHandle):
     def num_tiles(self) -> tuple[int, ...]:
         """Tiles along each axis (a ragged last tile counts)."""
         self.live_array("reading `.num_tiles`")
+        if self._tile_shape is None:
+            raise ContractError("a partition without a tile shape has its tiles chosen at launch",
+                                help="read `tile_shapes` of the pending launch, or partition with a tile shape")
         return tile_counts(self._shape, self._tile_shape)
 
     @property
@@ -272,7 +275,8 @@ class Partition(OwnedHandle):
             return f"<Partition {self._label(self._moved)} moved into {self._moved.into}>"
         named = f" `{self._name}`" if self._name else ""
         order = "" if self._schedule == TileSchedule() else f" ({self._schedule.describe()})"
-        return f"<Partition{named} of shape {self._shape} into tiles of {self._tile_shape}{order}>"
+        tiles = "tiles chosen at launch" if self._tile_shape is None else f"tiles of {self._tile_shape}"
+        return f"<Partition{named} of shape {self._shape} into {tiles}{order}>"
 
 
 #: the tile orders a partition may ask for
@@ -309,12 +313,13 @@ class TileSchedule:
         return ", ".join(parts + (["persistent=True"] if self.persistent else []))
 
 
-def partition(array: object, tile_shape, *, order: str | None = None, group: int | None = None,
+def partition(array: object, tile_shape=None, *, order: str | None = None, group: int | None = None,
               persistent: bool = False) -> Partition:
     """Cut ``array`` (a TileTensor, which is moved, or any CUDA array) into tiles of ``tile_shape``.
 
     ``tile_shape`` holds one positive int per axis of the array (an int is
-    accepted for 1-D arrays). ``order`` (None: the compiler's choice; "row";
+    accepted for 1-D arrays); None leaves the choice to the launch (the
+    compiled specialization ranked best for the extents). ``order`` (None: the compiler's choice; "row";
     "grouped", with ``group`` tile rows per band, 8 by default) and
     ``persistent`` choose how a launch visits the tiles (:class:`TileSchedule`). Refusals are BT0600 (the tile
     shape, an option) and BT0308 (not an array); nothing is moved when one is
@@ -330,11 +335,11 @@ def partition(array: object, tile_shape, *, order: str | None = None, group: int
     if handle is None:
         TileTensor(raw)  # the same check of what an array is
     shape = array_shape(raw)
-    tiles = _tile_shape(tile_shape, shape)
-    schedule = _schedule(order, group, persistent, len(tiles))
+    tiles = None if tile_shape is None else _tile_shape(tile_shape, shape)
+    schedule = _schedule(order, group, persistent, len(shape))
     name = handle._name if handle is not None else None
     if handle is not None:
-        move_all([(handle, MoveSite(f"a partition (tile shape {tiles})",
+        move_all([(handle, MoveSite("a partition" + ("" if tiles is None else f" (tile shape {tiles})"),
                                      help="use the partition; a launch gives the tensor back from "
                                           "`.sync_on(stream)`, and `partition.into_tensor()` returns it unlaunched"))],
                  "partitioning it")
