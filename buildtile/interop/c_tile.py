@@ -177,6 +177,7 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
 def _dispatcher(i: int, kernel: Kernel) -> list[str]:
     outs = kernel.outs
     specs = kernel.tile.specializations
+    buffers = kernel.buffers
     grid = next(p for p in outs if p.name == kernel.tile.grid_param)
     choice_tiles = [t for spec in specs for t in spec.tile_shape_of(grid.name)]
     out = [

@@ -305,6 +305,9 @@ class _Declaration:
                     else:
                         given[key.value] = [dtype]
                     continue
+                if key.value not in self.ranks and key.value in _unparsed_params(self.source):
+                    ok = False      # its parameter's own diagnostic says what is wrong with its type
+                    continue
                 if key.value not in self.ranks:
                     error(key, f"`{key.value}` is not a tile.Out parameter of `{self.source.name}`",
                           f"tile.Out parameters: {', '.join(self.names) or 'none'}")
@@ -352,3 +355,8 @@ def _shape(node: ast.AST, rank: int, consts: dict, namespace: dict[str, str], er
               "one block holds its tile in registers; use smaller tiles")
         return None
     return tuple(values)
+
+
+def _unparsed_params(source: KernelSource) -> set[str]:
+    """Parameters whose annotation is no tile kernel type (each reported where the kernel is typed)."""
+    return {a.arg for a in source.node.args.args if parse_param_type(a.annotation, source.namespace)[0] is None}
