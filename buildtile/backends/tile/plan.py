@@ -2,9 +2,11 @@
 
 Three decisions, all made before any code is emitted:
 
-* **threads** -- one block of 32 to 256 threads per tile: 8 elements per
-  thread for the largest tile (two 16-byte accesses of f32), or, with
-  ``tile.mma``, one warp per 1024 accumulator elements (up to 8 warps).
+* **threads** -- one block of 32 to 1024 threads per tile, chosen by the
+  cost model of :func:`choose_threads` (docs/tile-planner.md) from the
+  tile shapes, dtypes, reductions and register pressure of the
+  specialization; with ``tile.mma``, one warp per 1024 accumulator elements
+  (up to 8 warps).
 * **layouts** -- every tile-valued node gets a :class:`~.layout.Layout`
   (``node.layout``). Layouts flow top-down from where they matter: a store
   asks for the coalesced :func:`~.layout.canonical` layout, an elementwise
@@ -26,10 +28,19 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from buildtile.backends.tile import ir
-from buildtile.backends.tile.layout import Layout, canonical, mma_accumulator
+from buildtile.backends.tile.layout import Layout, access_vector, canonical, log2, mma_accumulator
 from buildtile.backends.tile.types import BOOL, MMA_DTYPES, TileT, elem_bytes
 
-MAX_THREADS = 256
+MIN_THREADS, MAX_THREADS = 32, 1024
+#: bytes of the largest tile each thread should hold: two 16-byte accesses in flight per tile
+TARGET_THREAD_BYTES = 32
+#: blocks larger than this only when registers demand it (smaller blocks pack SMs more evenly)
+PREFERRED_MAX_THREADS = 256
+#: registers a thread may take and still leave 16 warps an SM (hides latency); 65536 per SM in all
+REGISTER_BUDGET = 128
+REGISTERS_PER_SM = 65536
+#: registers a thread needs besides tile data (addresses, indices, loop state)
+REGISTER_OVERHEAD = 24
 #: registers per thread that mma kernels are fitted into
 MMA_REGISTERS = 128
 #: accumulators per thread that still leave room in MMA_REGISTERS for fragments and addresses
@@ -73,6 +84,7 @@ class Plan:
     pipelines: dict[int, Pipeline] = field(default_factory=dict)   # id(ForRange) -> its pipeline
     grouped_grid: bool = False      # visit 2-D tiles in groups of rows, for L2 reuse (mma kernels)
     min_blocks: int | None = None   # blocks per SM to fit registers for (PTX .minnctapersm)
+    reduced: dict[tuple[int, ...], frozenset[int]] = field(default_factory=dict)  # tile shape -> axes reduced
 
     @property
     def pipeline_bytes(self) -> int:
@@ -87,11 +99,13 @@ def make_plan(kernel: ir.KernelIR) -> Plan:
     threads = choose_threads(kernel)
     pipelines = find_pipelines(kernel)
     smem = {name for p in pipelines.values() for name in p.names}
-    var_layouts = assign_layouts(kernel, threads, smem)
+    reduced = reduced_axes(kernel)
+    var_layouts = assign_layouts(kernel, threads, smem, reduced)
     uses_mma = any(isinstance(e, ir.Mma) for e in ir.walk_exprs(kernel.body))
     rank = next(iter(len(s) for s in kernel.tile_shapes.values()), 0)
     min_blocks = _mma_min_blocks(kernel, threads) if uses_mma else None
-    return Plan(threads, var_layouts, pipelines, grouped_grid=uses_mma and rank == 2, min_blocks=min_blocks)
+    return Plan(threads, var_layouts, pipelines, grouped_grid=uses_mma and rank == 2, min_blocks=min_blocks,
+                reduced=reduced)
 
 
 def _mma_min_blocks(kernel: ir.KernelIR, threads: int) -> int:
@@ -109,13 +123,120 @@ def _mma_min_blocks(kernel: ir.KernelIR, threads: int) -> int:
 
 
 def choose_threads(kernel: ir.KernelIR) -> int:
+    """The block size of one specialization: mma kernels one warp per 1024 accumulators; any
+    other kernel the candidate (a power of two, 32 to 1024) of least :func:`thread_cost`."""
     mmas = [e for e in ir.walk_exprs(kernel.body) if isinstance(e, ir.Mma)]
     if mmas:
         m, n = max((e.ty.shape for e in mmas), key=lambda s: s[0] * s[1])
         return 32 * min(8, max(1, m * n // 1024))
-    sizes = [e.ty.size for e in ir.walk_exprs(kernel.body) if isinstance(e.ty, TileT)]
-    sizes += [TileT(None, s).size for s in kernel.tile_shapes.values()]
-    return min(MAX_THREADS, max(32, max(sizes, default=32) // 8))
+    shape = tile_footprint(kernel)
+    candidates = [MIN_THREADS << k for k in range(log2(MAX_THREADS // MIN_THREADS) + 1)]
+    return min(candidates, key=lambda t: thread_cost(kernel, shape, t))
+
+
+@dataclass(frozen=True)
+class TileFootprint:
+    """What the cost model reads of a specialization."""
+
+    elements: int                 # of its largest tile
+    elem_bytes: int               # widest element of a tile that large (registers per element: /4)
+    live: int                     # tiles that large held at once, at most
+    reductions: tuple[tuple[tuple[int, ...], int, int], ...]   # (shape, axis, elem bytes) of each
+
+
+def tile_footprint(kernel: ir.KernelIR) -> TileFootprint:
+    tiles = [e.ty for e in ir.walk_exprs(kernel.body) if isinstance(e.ty, TileT)]
+    tiles += [TileT(None, s) for s in kernel.tile_shapes.values()]
+    elements = max((t.size for t in tiles), default=1)
+    widths = [elem_bytes(t.dtype) for t in tiles if t.size == elements and t.dtype is not None]
+    reductions = tuple((e.value.ty.shape, e.axis, elem_bytes(e.value.ty.dtype))
+                       for e in ir.walk_exprs(kernel.body) if isinstance(e, ir.Reduce))
+    return TileFootprint(elements, max(widths, default=4), _live_tiles(kernel, elements), reductions)
+
+
+def thread_cost(kernel: ir.KernelIR, fp: TileFootprint, threads: int) -> tuple:
+    """The cost of ``threads`` threads a block, compared lexicographically:
+
+    1. registers over budget (they would spill to local memory);
+    2. reductions whose axis spans several warps (each a shared-memory round trip between
+       two barriers, where one inside a warp takes only shuffles);
+    3. whether the block is larger than it needs to be (past 256 threads);
+    4. how far each thread's share of the largest tile is from two 16-byte accesses (fewer
+       bytes leave memory parallelism unused, more lengthen each thread's serial work);
+    5. fewer threads.
+    """
+    per_thread = max(1, fp.elements // threads)
+    registers = REGISTER_OVERHEAD + fp.live * per_thread * max(1, fp.elem_bytes // 4)
+    budget = min(REGISTER_BUDGET, REGISTERS_PER_SM // threads)
+    spilled = max(0, registers - budget)
+    across_warps = sum(1 for shape, axis, eb in fp.reductions
+                       if reduction_strategy(canonical(shape, threads, eb, frozenset({axis})), axis) == "block")
+    oversized = max(0, threads - PREFERRED_MAX_THREADS)
+    thread_bytes = per_thread * fp.elem_bytes
+    spread = abs(log2(max(1, thread_bytes)) - log2(TARGET_THREAD_BYTES))
+    if thread_bytes < TARGET_THREAD_BYTES and threads > MIN_THREADS:
+        spread += 1        # threads left with less than two accesses: worse than too many bytes
+    return (spilled, across_warps, oversized, spread, threads)
+
+
+def reduction_strategy(layout: Layout, axis: int) -> str:
+    """How a reduction along ``axis`` of a tile in ``layout`` combines: ``"thread"`` (registers
+    only), ``"warp"`` (then butterfly shuffles) or ``"block"`` (then one exchange of the warps'
+    partial results through shared memory)."""
+    holders = [k for k, bit in enumerate(layout.thread) if bit is not None and bit[0] == axis]
+    if any(k >= 5 for k in holders):
+        return "block"
+    return "warp" if holders else "thread"
+
+
+def reduced_axes(kernel: ir.KernelIR) -> dict[tuple[int, ...], frozenset[int]]:
+    """For each tile shape, the axes some reduction of a tile of that shape combines along."""
+    out: dict[tuple[int, ...], set[int]] = defaultdict(set)
+    for e in ir.walk_exprs(kernel.body):
+        if isinstance(e, ir.Reduce):
+            out[e.value.ty.shape].add(e.axis)
+    return {shape: frozenset(axes) for shape, axes in out.items()}
+
+
+def _live_tiles(kernel: ir.KernelIR, elements: int) -> int:
+    """Tile locals of ``elements`` elements live across a statement, at most, plus the one
+    being computed. A local is live from its first assignment to its last use, and through
+    the whole of a loop that uses it but was entered after it was assigned."""
+    order: list[tuple[ir.Stmt, list[tuple[int, int]]]] = []     # (statement, enclosing loops' spans)
+
+    def flatten(stmts, loops):
+        for s in stmts:
+            k = len(order)
+            order.append((s, loops))
+            if isinstance(s, ir.If):
+                flatten(s.then, loops)
+                flatten(s.orelse, loops)
+            elif isinstance(s, ir.ForRange):
+                span = [k, k]
+                flatten(s.body, loops + [span])
+                span[1] = len(order) - 1
+    flatten(kernel.body, [])
+    big = {name for name, ty in kernel.locals.items() if isinstance(ty, TileT) and ty.size == elements}
+    big -= {s.name for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.Assign) and _recomputable(s.value)}
+    first, last = {}, {}
+    for k, (s, loops) in enumerate(order):
+        for e in ir.walk_exprs([c for c in ir.children(s) if isinstance(c, ir.Expr)]):
+            if isinstance(e, ir.Var) and e.name in big:
+                first.setdefault(e.name, 0)      # read before assigned: carried around a loop
+                ends = [end for start, end in loops if first[e.name] < start]
+                last[e.name] = max(last.get(e.name, k), k, *ends)
+        if isinstance(s, ir.Assign) and s.name in big:
+            first.setdefault(s.name, k)
+    peak = max((sum(1 for n in big if first.get(n, len(order)) < k < last.get(n, -1)) for k in range(len(order))),
+               default=0)
+    return peak + 1
+
+
+def _recomputable(e: ir.Expr) -> bool:
+    """Built from constants, indices and scalars alone (``tile.arange`` masks): LLVM recomputes
+    such a tile where it is used rather than hold it in registers."""
+    return not any(isinstance(c, (ir.Load, ir.Var, ir.Reduce, ir.Mma)) and isinstance(c.ty, TileT)
+                   for c in ir.walk_exprs(e))
 
 
 # ------------------------------------------------------------------ software pipelines
@@ -179,7 +300,8 @@ def _align(n: int, to: int) -> int:
 # ------------------------------------------------------------------ layouts
 
 
-def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str]) -> dict[str, Layout]:
+def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str],
+                   reduced: dict[tuple[int, ...], frozenset[int]] | None = None) -> dict[str, Layout]:
     """Annotate every tile node with its layout; returns the layout of every tile local.
 
     A local's layout: an mma accumulator's; else, if some value assigned to it cannot be
@@ -194,7 +316,7 @@ def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str]) -> dict[st
             seeds.setdefault(stmt.name, mma_accumulator(m, n, threads))
     fixed = dict(seeds)
     for _ in range(4):
-        natural = _Assigner(kernel, threads, seeds, smem, natural=True)
+        natural = _Assigner(kernel, threads, seeds, smem, reduced or {}, natural=True)
         natural.run()
         chosen = dict(fixed)
         for name, defs in natural.defs.items():
@@ -209,7 +331,7 @@ def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str]) -> dict[st
         if chosen == seeds:
             break
         seeds = chosen
-    final = _Assigner(kernel, threads, seeds, smem, natural=False)
+    final = _Assigner(kernel, threads, seeds, smem, reduced or {}, natural=False)
     final.run()
     return final.var_layouts
 
@@ -245,8 +367,9 @@ class _Assigner:
     """
 
     def __init__(self, kernel: ir.KernelIR, threads: int, seeds: dict[str, Layout], smem: set[str],
-                 natural: bool) -> None:
+                 reduced: dict[tuple[int, ...], frozenset[int]], natural: bool) -> None:
         self.kernel = kernel
+        self.reduced = reduced
         self.threads = threads
         self.var_layouts = dict(seeds)
         self.smem = smem
@@ -255,7 +378,7 @@ class _Assigner:
         self.defs: dict[str, list[tuple[ir.Expr, Layout]]] = defaultdict(list)
 
     def canonical(self, ty: TileT) -> Layout:
-        return canonical(ty.shape, self.threads, elem_bytes(ty.dtype))
+        return canonical(ty.shape, self.threads, elem_bytes(ty.dtype), self.reduced.get(ty.shape, frozenset()))
 
     def run(self) -> None:
         self.stmts(self.kernel.body)
@@ -271,7 +394,9 @@ class _Assigner:
             elif isinstance(s, ir.Store) and isinstance(s.value.ty, TileT):
                 # a store takes any layout: the coalesced one is only a hint, for values that are free to take it
                 out = self.kernel.param_types[s.param]
-                hint = canonical(s.value.ty.shape, self.threads, elem_bytes(out.elem)) if _flexible(s.value) else None
+                shape = s.value.ty.shape
+                hint = canonical(shape, self.threads, elem_bytes(out.elem), self.reduced.get(shape, frozenset())) \
+                    if _flexible(s.value) else None
                 self.expr(s.value, hint)
             elif isinstance(s, ir.If):
                 self.stmts(s.then)
@@ -332,6 +457,37 @@ class _Assigner:
         return layout
 
 
+@dataclass(frozen=True)
+class PlanSummary:
+    """The planner's choices for one specialization, in the terms of its cost model."""
+
+    threads: int
+    vector_bytes: int                   # the widest global access (16: 128-bit loads/stores)
+    reductions: tuple[str, ...]         # each reduction's strategy, in program order
+
+    def row(self) -> tuple:
+        return (self.threads, self.vector_bytes, self.reductions)
+
+
+def summarize(kernel: ir.KernelIR, plan: Plan) -> PlanSummary:
+    """What :func:`make_plan` chose for ``kernel`` (every node annotated), in brief."""
+    widest = 0
+    for e in ir.walk_exprs(kernel.body):
+        if isinstance(e, ir.Load) and e.layout is not None:     # (pipelined operands go to shared memory)
+            eb = elem_bytes(kernel.param_types[e.param].elem)
+            widest = max(widest, access_vector(e.layout, eb) * eb)
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Store) and isinstance(s.value.ty, TileT):
+            eb = elem_bytes(kernel.param_types[s.param].elem)
+            widest = max(widest, access_vector(s.value.layout, eb) * eb)
+    strategies = []
+    for s in ir.walk_stmts(kernel.body):
+        for e in ir.walk_exprs([c for c in ir.children(s) if isinstance(c, ir.Expr)]):
+            if isinstance(e, ir.Reduce):
+                strategies.append(reduction_strategy(e.value.layout, e.axis))
+    return PlanSummary(plan.threads, widest, tuple(strategies))
+
+
 def describe(plan: Plan) -> str:
     """A human-readable summary, for debugging and ``inspect``."""
     lines = [f"threads: {plan.threads}"]
@@ -343,4 +499,5 @@ def describe(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Pipeline", "PipelinedOperand", "Plan", "describe", "make_plan"]
+__all__ = ["Pipeline", "PipelinedOperand", "Plan", "PlanSummary", "choose_threads", "describe", "make_plan",
+           "reduction_strategy", "summarize", "thread_cost"]
