@@ -131,9 +131,9 @@ def choose_threads(kernel: ir.KernelIR) -> int:
     if mmas:
         m, n = max((e.ty.shape for e in mmas), key=lambda s: s[0] * s[1])
         return 32 * min(8, max(1, m * n // 1024))
-    shape = tile_footprint(kernel)
+    fp = tile_footprint(kernel)
     candidates = [MIN_THREADS << k for k in range(log2(MAX_THREADS // MIN_THREADS) + 1)]
-    return min(candidates, key=lambda t: thread_cost(kernel, shape, t))
+    return min(candidates, key=lambda t: thread_cost(fp, t))
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,8 @@ class TileFootprint:
     words: float                  # 32-bit registers an element of that tile takes
     live: float                   # tile data held at once, at most, in units of the largest tile
     memory_bytes: int             # the narrowest element that tile moves to or from memory
-    reductions: tuple[tuple[tuple[int, ...], int, int], ...]   # (shape, axis, elem bytes) of each
+    #: (shape, axis, elem bytes, every axis reduced in tiles of that shape) of each reduction
+    reductions: tuple[tuple[tuple[int, ...], int, int, frozenset[int]], ...]
 
 
 def tile_footprint(kernel: ir.KernelIR) -> TileFootprint:
@@ -157,7 +158,9 @@ def tile_footprint(kernel: ir.KernelIR) -> TileFootprint:
     memory = min((access[shape] for shape in largest if shape in access), default=compute)
     # computed wider than it is stored: the loaded narrow copies and the wide values overlap
     words = max(1, compute // 4) + (memory / 4 if memory < compute else 0)
-    reductions = tuple((e.value.ty.shape, e.axis, min(elem_bytes(e.value.ty.dtype), access.get(e.value.ty.shape, 8)))
+    reduced = reduced_axes(kernel)
+    reductions = tuple((e.value.ty.shape, e.axis, min(elem_bytes(e.value.ty.dtype), access.get(e.value.ty.shape, 8)),
+                        reduced[e.value.ty.shape])
                        for e in ir.walk_exprs(kernel.body) if isinstance(e, ir.Reduce))
     return TileFootprint(elements, words, _live_tiles(kernel, elements), memory, reductions)
 
@@ -167,7 +170,7 @@ def registers(fp: TileFootprint, threads: int) -> int:
     return REGISTER_OVERHEAD + int(fp.live * max(1, fp.elements // threads) * fp.words)
 
 
-def thread_cost(kernel: ir.KernelIR, fp: TileFootprint, threads: int) -> tuple:
+def thread_cost(fp: TileFootprint, threads: int) -> tuple:
     """The cost of ``threads`` threads a block, compared lexicographically:
 
     1. registers over budget: ``min(128, 65536 / threads)`` a thread (128 leaves an SM 16
@@ -183,8 +186,8 @@ def thread_cost(kernel: ir.KernelIR, fp: TileFootprint, threads: int) -> tuple:
     """
     per_thread = max(1, fp.elements // threads)
     spilled = max(0, registers(fp, threads) - min(REGISTER_BUDGET, REGISTERS_PER_SM // threads))
-    across_warps = sum(1 for shape, axis, eb in fp.reductions
-                       if reduction_strategy(canonical(shape, threads, eb, frozenset({axis})), axis) == "block")
+    across_warps = sum(1 for shape, axis, eb, axes in fp.reductions
+                       if reduction_strategy(canonical(shape, threads, eb, axes), axis) == "block")
     oversized = max(0, threads - PREFERRED_MAX_THREADS)
     thread_bytes = per_thread * fp.memory_bytes
     spread = abs(log2(max(1, thread_bytes)) - log2(TARGET_THREAD_BYTES))
