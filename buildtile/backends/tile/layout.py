@@ -177,18 +177,37 @@ class Layout:
 # ------------------------------------------------------------------ the layouts the compiler chooses
 
 
-def canonical(shape: tuple[int, ...], threads: int, elem_bytes: int) -> Layout:
+def canonical(shape: tuple[int, ...], threads: int, elem_bytes: int, reduced: frozenset[int] = frozenset()) -> Layout:
     """The layout for global memory traffic: each thread owns runs of 16 bytes along the last
-    axis, consecutive lanes own consecutive runs (coalesced), then warps, then repeats."""
+    axis, consecutive lanes own consecutive runs (coalesced), then warps, then repeats.
+
+    Warps take the bits of the axes not in ``reduced`` first, so a reduction along those axes
+    stays inside a warp (registers, then shuffles) wherever the tile has other axes to spread
+    the warps over; the bits left over repeat in registers.
+    """
     bits = [(d, b) for d in reversed(range(len(shape))) for b in range(log2(shape[d]))]
-    # 1-byte elements (masks) get the runs of 4-byte data, which they usually select between
-    unit = 4 if elem_bytes == 1 else elem_bytes
-    vec = min(log2(16 // unit), log2(shape[-1])) if shape else 0
+    vec = min(log2(access_elements(elem_bytes)), log2(shape[-1])) if shape else 0
     reg, rest = bits[:vec], bits[vec:]
     t = log2(threads)
-    thread = rest[:t] + [None] * (t - len(rest[:t]))
-    reg += rest[t:]
+    lanes, rest = rest[:min(5, t)], rest[min(5, t):]
+    ordered = [b for b in rest if b[0] not in reduced] + [b for b in rest if b[0] in reduced]
+    warps = ordered[:t - len(lanes)]
+    thread = lanes + warps + [None] * (t - len(lanes) - len(warps))
+    reg += [b for b in rest if b not in warps]
     return Layout(tuple(shape), tuple(reg), tuple(thread))
+
+
+def access_elements(elem_bytes: int) -> int:
+    """Elements of one 16-byte access; 1-byte elements (masks) get the runs of 4-byte data,
+    which they usually select between."""
+    return 16 // (4 if elem_bytes == 1 else elem_bytes)
+
+
+def access_vector(layout: Layout, elem_bytes: int) -> int:
+    """Elements per global access in ``layout``: its run along the last axis, at most 16 bytes,
+    at least 4 bytes (else 1: scalar accesses)."""
+    vec = min(layout.vector_run(), max(1, 16 // elem_bytes))
+    return vec if vec * elem_bytes >= 4 else 1
 
 
 @dataclass(frozen=True)

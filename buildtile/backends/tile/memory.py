@@ -29,6 +29,7 @@ from buildtile.backends.common.llvm import (
     to_asm_operand,
     to_memory,
 )
+from buildtile.backends.tile.layout import access_vector
 from buildtile.backends.tile.types import Scalar, elem_bytes
 
 _PTX_TYPE = {8: "u8", 16: "b16", 32: "b32", 64: "b64"}
@@ -36,10 +37,8 @@ _REG_BITS = {"h": 16, "r": 32, "l": 64}
 
 
 def vector_width(layout, dtype: Scalar) -> int:
-    """Elements per vector access: the layout's run, at most 16 bytes, at least 4 bytes (else 1)."""
-    eb = elem_bytes(dtype)
-    vec = min(layout.vector_run(), max(1, 16 // eb))
-    return vec if vec * eb >= 4 else 1
+    """Elements per vector access (see :func:`~.layout.access_vector`)."""
+    return access_vector(layout, elem_bytes(dtype))
 
 
 def tile_inside(em, arr, origin: list[lir.Value], shape: tuple[int, ...]) -> lir.Value:

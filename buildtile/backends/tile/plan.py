@@ -2,9 +2,11 @@
 
 Three decisions, all made before any code is emitted:
 
-* **threads** -- one block of 32 to 256 threads per tile: 8 elements per
-  thread for the largest tile (two 16-byte accesses of f32), or, with
-  ``tile.mma``, one warp per 1024 accumulator elements (up to 8 warps).
+* **threads** -- one block of 32 to 1024 threads per tile, chosen by the
+  cost model of :func:`choose_threads` (docs/tile-planner.md) from the
+  tile shapes, dtypes, reductions and register pressure of the
+  specialization; with ``tile.mma``, one warp per 1024 accumulator elements
+  (up to 8 warps).
 * **layouts** -- every tile-valued node gets a :class:`~.layout.Layout`
   (``node.layout``). Layouts flow top-down from where they matter: a store
   asks for the coalesced :func:`~.layout.canonical` layout, an elementwise
@@ -26,10 +28,20 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from buildtile.backends.tile import ir
-from buildtile.backends.tile.layout import Layout, canonical, mma_accumulator
+from buildtile.backends.tile.layout import Layout, access_vector, canonical, log2, mma_accumulator
 from buildtile.backends.tile.types import BOOL, MMA_DTYPES, TileT, elem_bytes
 
-MAX_THREADS = 256
+MIN_THREADS, MAX_THREADS = 32, 1024
+#: bytes of the largest tile each thread should move: two 16-byte accesses in flight per tile
+TARGET_THREAD_BYTES = 32
+#: blocks larger than this only when registers demand it (smaller blocks pack SMs more evenly)
+PREFERRED_MAX_THREADS = 256
+#: registers a thread may take and still leave an SM 16 warps; 65536 an SM in all (sm_80+)
+REGISTER_BUDGET = 128
+REGISTERS_PER_SM = 65536
+#: registers a thread needs besides tile data (addresses, bounds, masked paths, loop state),
+#: as ptxas allocates them for the row kernels of the examples
+REGISTER_OVERHEAD = 48
 #: registers per thread that mma kernels are fitted into
 MMA_REGISTERS = 128
 #: accumulators per thread that still leave room in MMA_REGISTERS for fragments and addresses
@@ -73,6 +85,8 @@ class Plan:
     pipelines: dict[int, Pipeline] = field(default_factory=dict)   # id(ForRange) -> its pipeline
     grouped_grid: bool = False      # visit 2-D tiles in groups of rows, for L2 reuse (mma kernels)
     min_blocks: int | None = None   # blocks per SM to fit registers for (PTX .minnctapersm)
+    reduced: dict[tuple[int, ...], frozenset[int]] = field(default_factory=dict)  # tile shape -> axes reduced
+    access: dict[tuple[int, ...], int] = field(default_factory=dict)   # tile shape -> narrowest element in memory
 
     @property
     def pipeline_bytes(self) -> int:
@@ -87,11 +101,13 @@ def make_plan(kernel: ir.KernelIR) -> Plan:
     threads = choose_threads(kernel)
     pipelines = find_pipelines(kernel)
     smem = {name for p in pipelines.values() for name in p.names}
-    var_layouts = assign_layouts(kernel, threads, smem)
+    reduced = reduced_axes(kernel)
+    var_layouts = assign_layouts(kernel, threads, smem, reduced, access_bytes(kernel))
     uses_mma = any(isinstance(e, ir.Mma) for e in ir.walk_exprs(kernel.body))
     rank = next(iter(len(s) for s in kernel.tile_shapes.values()), 0)
     min_blocks = _mma_min_blocks(kernel, threads) if uses_mma else None
-    return Plan(threads, var_layouts, pipelines, grouped_grid=uses_mma and rank == 2, min_blocks=min_blocks)
+    return Plan(threads, var_layouts, pipelines, grouped_grid=uses_mma and rank == 2, min_blocks=min_blocks,
+                reduced=reduced, access=access_bytes(kernel))
 
 
 def _mma_min_blocks(kernel: ir.KernelIR, threads: int) -> int:
@@ -109,13 +125,160 @@ def _mma_min_blocks(kernel: ir.KernelIR, threads: int) -> int:
 
 
 def choose_threads(kernel: ir.KernelIR) -> int:
+    """The block size of one specialization: mma kernels one warp per 1024 accumulators; any
+    other kernel the candidate (a power of two, 32 to 1024) of least :func:`thread_cost`."""
     mmas = [e for e in ir.walk_exprs(kernel.body) if isinstance(e, ir.Mma)]
     if mmas:
         m, n = max((e.ty.shape for e in mmas), key=lambda s: s[0] * s[1])
         return 32 * min(8, max(1, m * n // 1024))
-    sizes = [e.ty.size for e in ir.walk_exprs(kernel.body) if isinstance(e.ty, TileT)]
-    sizes += [TileT(None, s).size for s in kernel.tile_shapes.values()]
-    return min(MAX_THREADS, max(32, max(sizes, default=32) // 8))
+    fp = tile_footprint(kernel)
+    candidates = [MIN_THREADS << k for k in range(log2(MAX_THREADS // MIN_THREADS) + 1)]
+    return min(candidates, key=lambda t: thread_cost(fp, t))
+
+
+@dataclass(frozen=True)
+class TileFootprint:
+    """What the cost model reads of a specialization."""
+
+    elements: int                 # of its largest tile
+    words: float                  # 32-bit registers an element of that tile takes
+    live: float                   # tile data held at once, at most, in units of the largest tile
+    memory_bytes: int             # the narrowest element that tile moves to or from memory
+    #: (shape, axis, elem bytes, every axis reduced in tiles of that shape) of each reduction
+    reductions: tuple[tuple[tuple[int, ...], int, int, frozenset[int]], ...]
+
+
+def tile_footprint(kernel: ir.KernelIR) -> TileFootprint:
+    tiles = [e.ty for e in ir.walk_exprs(kernel.body) if isinstance(e.ty, TileT)]
+    tiles += [TileT(None, s) for s in kernel.tile_shapes.values()]
+    elements = max((t.size for t in tiles), default=1)
+    largest = {t.shape for t in tiles if t.size == elements}
+    access = access_bytes(kernel)
+    compute = max((elem_bytes(t.dtype) for t in tiles if t.size == elements and t.dtype is not None), default=4)
+    memory = min((access[shape] for shape in largest if shape in access), default=compute)
+    # computed wider than it is stored: the loaded narrow copies and the wide values overlap
+    words = max(1, compute // 4) + (memory / 4 if memory < compute else 0)
+    reduced = reduced_axes(kernel)
+    reductions = tuple((e.value.ty.shape, e.axis, min(elem_bytes(e.value.ty.dtype), access.get(e.value.ty.shape, 8)),
+                        reduced[e.value.ty.shape])
+                       for e in ir.walk_exprs(kernel.body) if isinstance(e, ir.Reduce))
+    return TileFootprint(elements, words, _live_tiles(kernel, elements), memory, reductions)
+
+
+def registers(fp: TileFootprint, threads: int) -> int:
+    """The registers a thread of a ``threads``-thread block is expected to take."""
+    return REGISTER_OVERHEAD + int(fp.live * max(1, fp.elements // threads) * fp.words)
+
+
+def thread_cost(fp: TileFootprint, threads: int) -> tuple:
+    """The cost of ``threads`` threads a block, compared lexicographically:
+
+    1. registers over budget: ``min(128, 65536 / threads)`` a thread (128 leaves an SM 16
+       warps to hide latency with; past 255 they spill to local memory);
+    2. reductions whose axis spans several warps (each a shared-memory round trip between
+       two barriers, where one inside a warp takes only shuffles);
+    3. whether the block is larger than it needs to be (past 256 threads: blocks of 1024
+       leave an SM with two);
+    4. how far each thread's share of the largest tile, in memory, is from two 16-byte
+       accesses (fewer bytes leave the vector accesses idle, more lengthen each thread's
+       serial work);
+    5. fewer threads.
+    """
+    per_thread = max(1, fp.elements // threads)
+    spilled = max(0, registers(fp, threads) - min(REGISTER_BUDGET, REGISTERS_PER_SM // threads))
+    across_warps = sum(1 for shape, axis, eb, axes in fp.reductions
+                       if reduction_strategy(canonical(shape, threads, eb, axes), axis) == "block")
+    oversized = max(0, threads - PREFERRED_MAX_THREADS)
+    thread_bytes = per_thread * fp.memory_bytes
+    spread = abs(log2(max(1, thread_bytes)) - log2(TARGET_THREAD_BYTES))
+    if thread_bytes < TARGET_THREAD_BYTES and threads > MIN_THREADS:
+        spread += 1        # threads left with less than two accesses: worse than too many bytes
+    return (spilled, across_warps, oversized, spread, threads)
+
+
+def reduction_strategy(layout: Layout, axis: int) -> str:
+    """How a reduction along ``axis`` of a tile in ``layout`` combines: ``"thread"`` (registers
+    only), ``"warp"`` (then butterfly shuffles) or ``"block"`` (then one exchange of the warps'
+    partial results through shared memory)."""
+    holders = [k for k, bit in enumerate(layout.thread) if bit is not None and bit[0] == axis]
+    if any(k >= 5 for k in holders):
+        return "block"
+    return "warp" if holders else "thread"
+
+
+def access_bytes(kernel: ir.KernelIR) -> dict[tuple[int, ...], int]:
+    """For each tile shape, the narrowest element any load or store of that shape moves. Tiles of
+    that shape give each thread runs of 16 bytes of that element, so a kernel that reads bf16 and
+    computes in f32 still reads 16 bytes an access (its f32 tiles hold two registers' worth)."""
+    out: dict[tuple[int, ...], int] = {}
+
+    def note(shape, eb):
+        out[shape] = min(out.get(shape, eb), eb)
+    for e in ir.walk_exprs(kernel.body):
+        if isinstance(e, ir.Load):
+            note(e.ty.shape, elem_bytes(kernel.param_types[e.param].elem))
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Store) and isinstance(s.value.ty, TileT):
+            note(s.value.ty.shape, elem_bytes(kernel.param_types[s.param].elem))
+    return out
+
+
+def reduced_axes(kernel: ir.KernelIR) -> dict[tuple[int, ...], frozenset[int]]:
+    """For each tile shape, the axes some reduction of a tile of that shape combines along."""
+    out: dict[tuple[int, ...], set[int]] = defaultdict(set)
+    for e in ir.walk_exprs(kernel.body):
+        if isinstance(e, ir.Reduce):
+            out[e.value.ty.shape].add(e.axis)
+    return {shape: frozenset(axes) for shape, axes in out.items()}
+
+
+def _live_tiles(kernel: ir.KernelIR, elements: int) -> float:
+    """The most tile data a thread holds at once, in units of ``elements``: over every statement,
+    the tile locals live across it (assigned before, used after, on some path) plus the tile it
+    computes (which takes the place of operands that die there). Backward liveness over the
+    structured body: each branch of an ``if`` on its own, a loop's body until it is stable."""
+    weight = {name: ty.size / elements for name, ty in kernel.locals.items() if isinstance(ty, TileT)}
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Assign) and _recomputable(s.value):
+            weight.pop(s.name, None)
+
+    def uses(exprs) -> set[str]:
+        return {e.name for e in ir.walk_exprs(list(exprs)) if isinstance(e, ir.Var) and e.name in weight}
+
+    def built(s: ir.Stmt) -> float:
+        value = s.value if isinstance(s, (ir.Assign, ir.Store)) else None
+        if value is None or not isinstance(value.ty, TileT) or (isinstance(s, ir.Assign) and s.name not in weight):
+            return 0.0
+        return value.ty.size / elements
+
+    def block(stmts: list[ir.Stmt], live_after: set[str]) -> tuple[set[str], float]:
+        live, peak = set(live_after), 0.0
+        for s in reversed(stmts):
+            if isinstance(s, ir.If):
+                then_live, then_peak = block(s.then, live)
+                else_live, else_peak = block(s.orelse, live)
+                peak = max(peak, then_peak, else_peak)
+                live = then_live | else_live | uses([s.cond])
+            elif isinstance(s, ir.ForRange):
+                body_live, body_peak = block(s.body, live)
+                body_live, body_peak = block(s.body, live | body_live)     # values carried round the loop
+                peak = max(peak, body_peak)
+                live = live | body_live | uses([s.start, s.stop])
+            else:
+                defined = {s.name} if isinstance(s, ir.Assign) else set()
+                peak = max(peak, sum(weight[n] for n in live - defined) + built(s))
+                live = (live - defined) | uses(c for c in ir.children(s) if isinstance(c, ir.Expr))
+        return live, peak
+
+    return max(1.0, block(kernel.body, set())[1])
+
+
+def _recomputable(e: ir.Expr) -> bool:
+    """Built from indices, scalars and smaller tiles alone (a ``tile.arange`` mask, a comparison
+    with a broadcast column): LLVM recomputes such a tile where it is used rather than hold it."""
+    return not any(isinstance(c, (ir.Load, ir.Reduce, ir.Mma))
+                   or (isinstance(c, ir.Var) and isinstance(c.ty, TileT) and c.ty.size >= e.ty.size)
+                   for c in ir.walk_exprs(e))
 
 
 # ------------------------------------------------------------------ software pipelines
@@ -181,7 +344,9 @@ def _align(n: int, to: int) -> int:
 # ------------------------------------------------------------------ layouts
 
 
-def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str]) -> dict[str, Layout]:
+def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str],
+                   reduced: dict[tuple[int, ...], frozenset[int]] | None = None,
+                   access: dict[tuple[int, ...], int] | None = None) -> dict[str, Layout]:
     """Annotate every tile node with its layout; returns the layout of every tile local.
 
     A local's layout: an mma accumulator's; else, if some value assigned to it cannot be
@@ -196,7 +361,7 @@ def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str]) -> dict[st
             seeds.setdefault(stmt.name, mma_accumulator(m, n, threads))
     fixed = dict(seeds)
     for _ in range(4):
-        natural = _Assigner(kernel, threads, seeds, smem, natural=True)
+        natural = _Assigner(kernel, threads, seeds, smem, reduced or {}, access or {}, natural=True)
         natural.run()
         chosen = dict(fixed)
         for name, defs in natural.defs.items():
@@ -211,7 +376,7 @@ def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str]) -> dict[st
         if chosen == seeds:
             break
         seeds = chosen
-    final = _Assigner(kernel, threads, seeds, smem, natural=False)
+    final = _Assigner(kernel, threads, seeds, smem, reduced or {}, access or {}, natural=False)
     final.run()
     return final.var_layouts
 
@@ -247,8 +412,11 @@ class _Assigner:
     """
 
     def __init__(self, kernel: ir.KernelIR, threads: int, seeds: dict[str, Layout], smem: set[str],
+                 reduced: dict[tuple[int, ...], frozenset[int]], access: dict[tuple[int, ...], int],
                  natural: bool) -> None:
         self.kernel = kernel
+        self.reduced = reduced
+        self.access = access
         self.threads = threads
         self.var_layouts = dict(seeds)
         self.smem = smem
@@ -256,8 +424,11 @@ class _Assigner:
         self.demands: dict[str, list[Layout]] = defaultdict(list)
         self.defs: dict[str, list[tuple[ir.Expr, Layout]]] = defaultdict(list)
 
-    def canonical(self, ty: TileT) -> Layout:
-        return canonical(ty.shape, self.threads, elem_bytes(ty.dtype))
+    def canonical(self, ty: TileT, eb: int | None = None) -> Layout:
+        eb = elem_bytes(ty.dtype) if eb is None else eb
+        # masks take the runs of the data they select between; data the runs of its narrowest access
+        eb = self.access.get(ty.shape, eb) if ty.dtype == BOOL else min(eb, self.access.get(ty.shape, eb))
+        return canonical(ty.shape, self.threads, eb, self.reduced.get(ty.shape, frozenset()))
 
     def run(self) -> None:
         self.stmts(self.kernel.body)
@@ -273,7 +444,7 @@ class _Assigner:
             elif isinstance(s, ir.Store) and isinstance(s.value.ty, TileT):
                 # a store takes any layout: the coalesced one is only a hint, for values that are free to take it
                 out = self.kernel.param_types[s.param]
-                hint = canonical(s.value.ty.shape, self.threads, elem_bytes(out.elem)) if _flexible(s.value) else None
+                hint = self.canonical(s.value.ty, elem_bytes(out.elem)) if _flexible(s.value) else None
                 self.expr(s.value, hint)
             elif isinstance(s, ir.If):
                 self.stmts(s.then)
@@ -334,6 +505,39 @@ class _Assigner:
         return layout
 
 
+@dataclass(frozen=True)
+class PlanSummary:
+    """The planner's choices for one specialization, in the terms of its cost model."""
+
+    threads: int
+    vector_bytes: int                   # the narrowest access to the largest tiles (16: 128-bit)
+    reductions: tuple[str, ...]         # each reduction's strategy, in program order
+
+    def row(self) -> tuple:
+        return (self.threads, self.vector_bytes, self.reductions)
+
+
+def summarize(kernel: ir.KernelIR, plan: Plan) -> PlanSummary:
+    """What :func:`make_plan` chose for ``kernel`` (every node annotated), in brief."""
+    accesses = []      # (elements, bytes per access) of every global access
+    for e in ir.walk_exprs(kernel.body):
+        if isinstance(e, ir.Load) and e.layout is not None:     # (pipelined operands go to shared memory)
+            eb = elem_bytes(kernel.param_types[e.param].elem)
+            accesses.append((e.ty.size, access_vector(e.layout, eb) * eb))
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Store) and isinstance(s.value.ty, TileT):
+            eb = elem_bytes(kernel.param_types[s.param].elem)
+            accesses.append((s.value.ty.size, access_vector(s.value.layout, eb) * eb))
+    largest = max((n for n, _ in accesses), default=0)
+    narrowest = min((v for n, v in accesses if n == largest), default=0)
+    strategies = []
+    for s in ir.walk_stmts(kernel.body):
+        for e in ir.walk_exprs([c for c in ir.children(s) if isinstance(c, ir.Expr)]):
+            if isinstance(e, ir.Reduce):
+                strategies.append(reduction_strategy(e.value.layout, e.axis))
+    return PlanSummary(plan.threads, narrowest, tuple(strategies))
+
+
 def describe(plan: Plan) -> str:
     """A human-readable summary, for debugging and ``inspect``."""
     lines = [f"threads: {plan.threads}"]
@@ -345,4 +549,5 @@ def describe(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Pipeline", "PipelinedOperand", "Plan", "describe", "make_plan"]
+__all__ = ["Pipeline", "PipelinedOperand", "Plan", "PlanSummary", "choose_threads", "describe", "make_plan",
+           "reduction_strategy", "summarize", "thread_cost"]

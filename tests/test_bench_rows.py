@@ -1,0 +1,46 @@
+"""benchmarks/bench_rows.py without a GPU: its sweep is the one asked for and launchable."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_rows  # noqa: E402
+
+
+def compiled_tile_shapes() -> dict[str, set[tuple[int, ...]]]:
+    """Each kernel of rows.py and the tile shapes its decorator compiles, read from the source."""
+    tree = ast.parse((ROOT / "example_project/example_kernels/rows.py").read_text())
+    out = {}
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+        (decorator,) = fn.decorator_list
+        specialize = next(k.value for k in decorator.keywords if k.arg == "specialize")
+        out[fn.name] = {tuple(next(iter(ast.literal_eval(d).values()))) for d in
+                        (ast.unparse(e) for e in specialize.elts)}
+    return out
+
+
+def test_the_sweep_covers_every_op_dtype_and_row_length():
+    points = bench_rows.sweep(1.0)
+    assert {(p.op, p.dtype, p.cols) for p in points} == {
+        (op, dtype, cols) for op in ("softmax", "layernorm", "rmsnorm", "cross_entropy")
+        for dtype in ("f32", "bf16") for cols in (256, 1024, 4096, 16384, 65536)}
+    assert len(points) == 40
+
+
+def test_every_input_is_about_a_gib_and_every_grid_is_launchable():
+    for p in bench_rows.sweep(1.0):
+        assert 0.99 * (1 << 30) <= p.input_bytes <= 1 << 30, p
+        if p.op != "cross_entropy":
+            assert -(-p.rows // p.tile[0]) <= bench_rows.MAX_GRID_Y, p
+        assert p.moved_bytes >= p.input_bytes * (1 if p.op == "cross_entropy" else 2)
+
+
+def test_every_tile_shape_is_compiled():
+    shapes = compiled_tile_shapes()
+    for p in bench_rows.sweep(1.0):
+        assert p.tile in shapes[f"{p.op}_{p.dtype}"], p

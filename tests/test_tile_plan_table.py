@@ -1,0 +1,161 @@
+"""The planner's choices, shape by shape: a table of what each specialisation gets.
+
+For every Tile kernel of the examples and the test cases, and each of its specialisations:
+the block size, the narrowest global access of its largest tiles (16 bytes: 128-bit loads
+and stores) and how each reduction combines (``thread``: registers only; ``warp``: then
+shuffles; ``block``: then one exchange through shared memory). A change to the cost model
+(docs/tile-planner.md) shows here as a changed row, without a GPU; update the table only
+for a change that is meant.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from buildtile.backend import CompileOptions
+from buildtile.backends.tile.layout import canonical
+from buildtile.backends.tile.plan import reduction_strategy, summarize
+from buildtile.discovery import KernelModule, find_kernels
+from buildtile.plugins import backends
+
+ROOT = Path(__file__).parent.parent
+MODULES = {"tiles": (ROOT / "example_project/example_kernels/tiles.py", "example_kernels.tiles"),
+           "rows": (ROOT / "example_project/example_kernels/rows.py", "example_kernels.rows"),
+           "cases": (Path(__file__).parent / "tile_cases.py", "tile_cases")}
+
+#: (module, kernel, tile shape of its output, threads, bytes per access, reduction strategies)
+PLANS = [
+    ("tiles", "add", (1024,), 128, 16, ""),
+    ("tiles", "add", (4096,), 256, 16, ""),
+    ("tiles", "scale_bias", (64, 64), 256, 16, ""),
+    ("tiles", "scale_bias", (16, 256), 256, 16, ""),
+    ("tiles", "softmax", (1, 1024), 32, 16, "warp warp warp warp"),
+    ("tiles", "softmax", (1, 4096), 256, 16, "block block block block"),
+    ("tiles", "softmax", (4, 256), 128, 16, "warp warp warp warp"),
+    ("tiles", "layernorm", (1, 1024), 128, 16, "block block block block"),
+    ("tiles", "layernorm", (4, 256), 128, 16, "warp warp warp warp"),
+    ("tiles", "row_sum", (64,), 256, 16, "warp"),
+    ("tiles", "row_sum", (16,), 256, 16, "warp"),
+    ("tiles", "matmul_f16", (128, 128), 256, 4, ""),
+    ("tiles", "matmul_f16", (64, 64), 128, 4, ""),
+    ("tiles", "matmul_f16", (128, 256), 256, 4, ""),
+    ("tiles", "matmul_bf16", (128, 128), 256, 4, ""),
+    ("tiles", "matmul_bf16", (64, 64), 128, 4, ""),
+    ("tiles", "matmul_bf16", (128, 256), 256, 4, ""),
+    ("rows", "softmax_f32", (32, 256), 256, 16, "warp warp warp warp warp"),
+    ("rows", "softmax_f32", (4, 1024), 128, 16, "warp warp warp warp warp"),
+    ("rows", "softmax_f32", (2, 4096), 256, 16, "block block block block block"),
+    ("rows", "softmax_f32", (1, 16384), 256, 16, "block block block block block"),
+    ("rows", "softmax_f32", (1, 32768), 512, 16, "block block block block block"),
+    ("rows", "softmax_bf16", (64, 256), 512, 16, "warp warp warp warp warp"),
+    ("rows", "softmax_bf16", (8, 1024), 256, 16, "warp warp warp warp warp"),
+    ("rows", "softmax_bf16", (4, 4096), 512, 16, "block block block block block"),
+    ("rows", "softmax_bf16", (1, 16384), 512, 16, "block block block block block"),
+    ("rows", "softmax_bf16", (1, 32768), 512, 16, "block block block block block"),
+    ("rows", "softmax_f16", (64, 256), 512, 16, "warp warp warp warp warp"),
+    ("rows", "softmax_f16", (8, 1024), 256, 16, "warp warp warp warp warp"),
+    ("rows", "softmax_f16", (4, 4096), 512, 16, "block block block block block"),
+    ("rows", "softmax_f16", (1, 16384), 512, 16, "block block block block block"),
+    ("rows", "softmax_f16", (1, 32768), 512, 16, "block block block block block"),
+    ("rows", "layernorm_f32", (32, 256), 256, 16, "warp warp warp warp"),
+    ("rows", "layernorm_f32", (4, 1024), 128, 16, "warp warp warp warp"),
+    ("rows", "layernorm_f32", (2, 4096), 256, 16, "block block block block"),
+    ("rows", "layernorm_f32", (1, 16384), 512, 16, "block block block block"),
+    ("rows", "layernorm_f32", (1, 32768), 1024, 16, "block block block block"),
+    ("rows", "layernorm_bf16", (64, 256), 512, 16, "warp warp warp warp"),
+    ("rows", "layernorm_bf16", (8, 1024), 256, 16, "warp warp warp warp"),
+    ("rows", "layernorm_bf16", (4, 4096), 512, 16, "block block block block"),
+    ("rows", "layernorm_bf16", (1, 16384), 1024, 16, "block block block block"),
+    ("rows", "layernorm_bf16", (1, 32768), 1024, 16, "block block block block"),
+    ("rows", "layernorm_f16", (64, 256), 512, 16, "warp warp warp warp"),
+    ("rows", "layernorm_f16", (8, 1024), 256, 16, "warp warp warp warp"),
+    ("rows", "layernorm_f16", (4, 4096), 512, 16, "block block block block"),
+    ("rows", "layernorm_f16", (1, 16384), 1024, 16, "block block block block"),
+    ("rows", "layernorm_f16", (1, 32768), 1024, 16, "block block block block"),
+    ("rows", "rmsnorm_f32", (32, 256), 256, 16, "warp warp"),
+    ("rows", "rmsnorm_f32", (4, 1024), 128, 16, "warp warp"),
+    ("rows", "rmsnorm_f32", (2, 4096), 256, 16, "block block"),
+    ("rows", "rmsnorm_f32", (1, 16384), 512, 16, "block block"),
+    ("rows", "rmsnorm_f32", (1, 32768), 512, 16, "block block"),
+    ("rows", "rmsnorm_bf16", (64, 256), 512, 16, "warp warp"),
+    ("rows", "rmsnorm_bf16", (8, 1024), 256, 16, "warp warp"),
+    ("rows", "rmsnorm_bf16", (4, 4096), 512, 16, "block block"),
+    ("rows", "rmsnorm_bf16", (1, 16384), 512, 16, "block block"),
+    ("rows", "rmsnorm_bf16", (1, 32768), 1024, 16, "block block"),
+    ("rows", "rmsnorm_f16", (64, 256), 512, 16, "warp warp"),
+    ("rows", "rmsnorm_f16", (8, 1024), 256, 16, "warp warp"),
+    ("rows", "rmsnorm_f16", (4, 4096), 512, 16, "block block"),
+    ("rows", "rmsnorm_f16", (1, 16384), 512, 16, "block block"),
+    ("rows", "rmsnorm_f16", (1, 32768), 1024, 16, "block block"),
+    ("rows", "cross_entropy_f32", (32,), 256, 16, "warp warp warp"),
+    ("rows", "cross_entropy_f32", (8,), 256, 16, "warp warp warp"),
+    ("rows", "cross_entropy_f32", (2,), 256, 16, "block block block"),
+    ("rows", "cross_entropy_f32", (1,), 256, 16, "block block block"),
+    ("rows", "cross_entropy_bf16", (32,), 512, 16, "warp warp warp"),
+    ("rows", "cross_entropy_bf16", (8,), 512, 16, "block block block"),
+    ("rows", "cross_entropy_bf16", (2,), 512, 16, "block block block"),
+    ("rows", "cross_entropy_bf16", (1,), 512, 16, "block block block"),
+    ("rows", "cross_entropy_f16", (32,), 512, 16, "warp warp warp"),
+    ("rows", "cross_entropy_f16", (8,), 512, 16, "block block block"),
+    ("rows", "cross_entropy_f16", (2,), 512, 16, "block block block"),
+    ("rows", "cross_entropy_f16", (1,), 512, 16, "block block block"),
+    ("cases", "relu_scaled", (256,), 32, 16, ""),
+    ("cases", "half_affine", (512,), 32, 16, ""),
+    ("cases", "index_pattern", (128,), 32, 16, ""),
+    ("cases", "transpose", (32, 64), 256, 4, ""),
+    ("cases", "flatten", (1024,), 128, 16, ""),
+    ("cases", "add3d", (2, 8, 32), 64, 16, ""),
+    ("cases", "col_sum", (64,), 32, 16, "warp"),
+    ("cases", "row_max_to_cols", (32, 32), 128, 16, "warp warp warp"),
+    ("cases", "smooth", (256,), 32, 16, ""),
+    ("cases", "matmul_registers", (64, 32), 64, 8, ""),
+]
+
+
+@cache
+def summaries(module: str) -> dict[tuple[str, tuple[int, ...]], tuple]:
+    path, dotted = MODULES[module]
+    registry = backends()
+    impl = registry["tile"].impl
+    out = {}
+    for src in find_kernels(KernelModule(dotted, path), registry, ROOT):
+        kernel = impl.analyze(src, CompileOptions())
+        for spec in impl.specializations(kernel):
+            (shape,) = spec.kernel_ir.tile_shapes.values()
+            out[(src.name, tuple(shape))] = summarize(spec.kernel_ir, spec.plan)
+    return out
+
+
+@pytest.mark.parametrize("module,kernel,shape,threads,vector_bytes,reductions", PLANS,
+                         ids=[f"{m}.{k}-{'x'.join(map(str, s))}" for m, k, s, *_ in PLANS])
+def test_plan_matches_the_table(module, kernel, shape, threads, vector_bytes, reductions):
+    got = summaries(module)[(kernel, shape)]
+    assert (got.threads, got.vector_bytes, " ".join(got.reductions)) == (threads, vector_bytes, reductions)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_the_table_covers_every_specialization(module):
+    listed = {(k, s) for m, k, s, *_ in PLANS if m == module}
+    assert listed == set(summaries(module))
+
+
+def test_warps_go_to_the_rows_so_row_reductions_stay_in_a_warp():
+    # 16 rows of 256 f32 over 8 warps: lanes along the row, warps down the rows
+    assert reduction_strategy(canonical((16, 256), 256, 4, frozenset({1})), 1) == "warp"
+    # without the hint the warps continue along the row, and the reduction crosses them
+    assert reduction_strategy(canonical((16, 256), 256, 4), 1) == "block"
+    # one row has nowhere else for the warps to go
+    assert reduction_strategy(canonical((1, 4096), 256, 4, frozenset({1})), 1) == "block"
+    assert reduction_strategy(canonical((8, 4), 32, 4, frozenset({1})), 1) == "thread"
+
+
+def test_short_rows_get_a_warp_each_and_long_rows_a_larger_block():
+    plans = summaries("rows")
+    assert plans[("softmax_f32", (4, 1024))].threads == 128                      # a warp a row
+    assert set(plans[("softmax_f32", (4, 1024))].reductions) == {"warp"}
+    assert plans[("softmax_f32", (1, 32768))].threads > plans[("softmax_f32", (1, 16384))].threads
+    # 16-bit rows read 16 bytes an access although they are computed in f32
+    assert plans[("softmax_bf16", (8, 1024))].vector_bytes == 16
