@@ -131,7 +131,7 @@ class HostKernel:
                 lib.emu_region_add(lo, hi)
             shared = [("dynamic shared memory", ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_smem")),
                        dynamic_shared)] if self.host.dynamic_shared and dynamic_shared else []
-            shared += [(name, address, size) for name, (address, size) in self.shared.items()]
+            shared += [(name.rpartition("__shared_")[2], address, size) for name, (address, size) in self.shared.items()]
             for _, address, size in shared:
                 lib.emu_shared_add(address, address + size)
             rc = lib.emu_launch(self.entry, ctypes.addressof(argv), *grid, *block, dynamic_shared,
