@@ -193,20 +193,84 @@ def _run_all(rng, scale: int = 1) -> int:
         ops.collatz_steps[ops.collatz_steps.grid_for(n)](DeviceArray.from_numpy(x), limit, out)
         return f"n={n}", out.to_numpy(), _collatz_reference(x, limit), 0.0
 
+    from buildtile import tile
+    from example_kernels import patterns, tiles
+
+    def block_sum():
+        n = _ragged(rng, 500_000, 2_000_000, scale=scale)
+        x = rng.standard_normal(n).astype(np.float32)
+        blocks = -(-n // 256)
+        partial = poisoned(blocks, np.float32)
+        patterns.block_sum[blocks](DeviceArray.from_numpy(x), partial)
+        expected = np.add.reduceat(x.astype(np.float64), np.arange(0, n, 256))
+        return f"n={n}", partial.to_numpy(), expected, 1e-4 * float(np.abs(expected).max(initial=1.0))
+
+    def transpose_tiled():
+        rows, cols = _ragged(rng, 100, 2000, 32, scale=scale), _ragged(rng, 100, 2000, 32, scale=scale)
+        a = rng.standard_normal((rows, cols)).astype(np.float32)
+        out = poisoned((cols, rows), np.float32)
+        patterns.transpose_tiled[(-(-cols // 32), -(-rows // 32))](DeviceArray.from_numpy(a), out)
+        return f"shape={rows}x{cols}", out.to_numpy(), a.T, 0.0
+
+    def histogram():
+        n, bins = _ragged(rng, 500_000, 2_000_000, scale=scale), 64
+        values = rng.integers(-3, bins + 3, n).astype(np.int32)
+        counts = DeviceArray.from_numpy(np.zeros(bins, np.uint32))
+        patterns.histogram[-(-n // 256)](DeviceArray.from_numpy(values), counts)
+        inside = values[(values >= 0) & (values < bins)]
+        return f"n={n}", counts.to_numpy(), np.bincount(inside, minlength=bins), 0.0
+
+    def reverse_blocks():
+        n = _ragged(rng, 500_000, 2_000_000, scale=scale)
+        x = rng.standard_normal(n).astype(np.float32)
+        out = poisoned(n, np.float32)
+        patterns.reverse_blocks[-(-n // 256)](DeviceArray.from_numpy(x), out)
+        padded = np.zeros(-(-n // 256) * 256, np.float32)
+        padded[:n] = x
+        return f"n={n}", out.to_numpy(), padded.reshape(-1, 256)[:, ::-1].reshape(-1)[:n], 0.0
+
+    def tile_run(kernel, *args):
+        return [getattr(h, "array", h) for h in kernel(*args).sync_on(0)]
+
+    def tile_add():
+        n = _ragged(rng, 500_000, 2_000_000, 1024, scale=scale)
+        x, y = rng.standard_normal((2, n)).astype(np.float32)
+        *_, z = tile_run(tiles.add, DeviceArray.from_numpy(x), DeviceArray.from_numpy(y),
+                         tile.partition(poisoned(n, np.float32), [1024]))
+        return f"n={n}", z.to_numpy(), x + y, 0.0
+
+    def tile_row_sum():
+        rows, cols = _ragged(rng, 100, 2000, 64, scale=scale), _ragged(rng, 100, 2000, 64, scale=scale)
+        x = rng.standard_normal((rows, cols)).astype(np.float32)
+        _, z = tile_run(tiles.row_sum, DeviceArray.from_numpy(x), tile.partition(poisoned(rows, np.float32), [64]))
+        expected = x.astype(np.float64).sum(axis=1)
+        return f"shape={rows}x{cols}", z.to_numpy(), expected, 1e-4 * float(np.abs(expected).max(initial=1.0))
+
+    def tile_matmul_f16():
+        m, n, k = (_ragged(rng, 100, 1000, 64, scale=scale) for _ in range(3))
+        a, b = (rng.standard_normal(s).astype(np.float16) for s in ((m, k), (k, n)))
+        *_, c = tile_run(tiles.matmul_f16, DeviceArray.from_numpy(a), DeviceArray.from_numpy(b),
+                         tile.partition(poisoned((m, n), np.float16), [64, 64]))
+        expected = a.astype(np.float64) @ b.astype(np.float64)
+        return f"{m}x{k} @ {k}x{n}", c.to_numpy(), expected, 2 ** -9 * float(np.abs(expected).max(initial=1.0))
+
     failures = 0
     for name, run in [("vecadd", vecadd), ("saxpy", saxpy), ("matadd", matadd),
-                      ("polyval_abs", polyval_abs), ("collatz_steps", collatz_steps)]:
+                      ("polyval_abs", polyval_abs), ("collatz_steps", collatz_steps),
+                      ("block_sum", block_sum), ("transpose_tiled", transpose_tiled), ("histogram", histogram),
+                      ("reverse_blocks", reverse_blocks), ("tiles.add", tile_add), ("tiles.row_sum", tile_row_sum),
+                      ("tiles.matmul_f16", tile_matmul_f16)]:
         try:
             size, got, expected, tolerance = run()
         except BuildtileError as exc:
             failures += 1
-            print(f"{name:<14} FAILED\n{exc}")
+            print(f"{name:<17} FAILED\n{exc}")
             continue
         error = np.abs(got.astype(np.float64) - expected.astype(np.float64))
         worst = float(np.nan_to_num(error, nan=np.inf).max(initial=0.0))
         ok = worst <= tolerance
         failures += not ok
-        print(f"{name:<14} {size:<18} max_abs_err={worst:<10.3g} {'OK' if ok else 'MISMATCH'}")
+        print(f"{name:<17} {size:<18} max_abs_err={worst:<10.3g} {'OK' if ok else 'MISMATCH'}")
     return 1 if failures else 0
 
 
