@@ -16,6 +16,12 @@ CASES = Path(__file__).parent / "emulate_cases.py"
 N = 128   # two blocks of 64
 
 
+def line_of(text: str) -> str:
+    """``emulate_cases.py:<line>`` of the first line holding ``text``."""
+    lines = CASES.read_text().splitlines()
+    return f"emulate_cases.py:{next(k for k, line in enumerate(lines, 1) if text in line)}"
+
+
 def run(name: str, *arrays: np.ndarray) -> None:
     SimtKernel(CASES, name)(N // 64, 64, *arrays)
 
@@ -31,6 +37,7 @@ def test_bt0800_a_read_past_the_end_names_the_array_and_the_thread():
     assert info.value.code == "BT0800"
     assert "`read_past_end`" in text and "`x`" in text and f"byte {4 * N}" in text
     assert "thread 63 of block 1" in text
+    assert line_of("out[i] = x[i + 1]") in text
 
 
 def test_bt0801_two_threads_writing_one_element_are_reported():
@@ -38,6 +45,7 @@ def test_bt0801_two_threads_writing_one_element_are_reported():
         run("two_writers", np.zeros(N, np.float32))
     assert info.value.code == "BT0801"
     assert "`two_writers`" in str(info.value) and "`out`" in str(info.value)
+    assert line_of("out[i // 2] = 1.0") in str(info.value)
 
 
 def test_bt0802_a_barrier_after_half_the_block_returned():
@@ -45,13 +53,14 @@ def test_bt0802_a_barrier_after_half_the_block_returned():
         run("barrier_after_return", *inputs())
     assert info.value.code == "BT0802"
     assert "32 thread(s)" in str(info.value) and "`barrier_after_return`" in str(info.value)
+    assert line_of("simt.sync_threads()") in str(info.value)
 
 
 def test_bt0803_reading_shared_memory_no_thread_wrote():
     with pytest.raises(EmulationError) as info:
         run("reads_unwritten_shared", *inputs())
     assert info.value.code == "BT0803"
-    assert "`stage`" in str(info.value)
+    assert "`stage`" in str(info.value) and line_of("out[i] = stage[t]") in str(info.value)
 
 
 def test_a_kernel_that_keeps_the_rules_runs_and_matches_numpy():

@@ -328,13 +328,13 @@ define {float, float, float, float} @emu_mma_m16n8k16_row_col_f32_f32(<2 x half>
 
 _SHIMMED = {"emu_ldmatrix_sync_aligned_m8n8_x4_b16", "emu_ldmatrix_sync_aligned_m8n8_x4_trans_b16",
             "emu_mma_m16n8k16_row_col_bf16", "emu_mma_m16n8k16_row_col_f32_f32", "emu_ldv4", "emu_ldv2"}
-_DEBUG_LINE = re.compile(r"!bt\.line !(\d+)")
+_DEBUG_LINE = re.compile(r",?\s*!dbg !(\d+)")
 
 
 def host_ir(llvm_ir: str, symbol: str) -> HostIR:
     """Rewrite the NVPTX LLVM IR of kernel entry ``symbol`` into host IR with an
     ``emu_entry(ptr kernel_params)`` wrapper (``kernel_params`` as ``cuLaunchKernel`` takes them)."""
-    lines_of = {int(n): int(v) for n, v in re.findall(r"^!(\d+) = !\{i32 (\d+)\}", llvm_ir, re.MULTILINE)}
+    lines_of = {int(n): int(v) for n, v in re.findall(r"^!(\d+) = !\{\s*i32 (\d+)\s*\}", llvm_ir, re.MULTILINE)}
     sites: list[Site] = []
     counter = [0]
     shared: dict[str, int] = {}
@@ -381,7 +381,7 @@ def host_ir(llvm_ir: str, symbol: str) -> HostIR:
     text = re.sub(r'@"?__nv_(\w+)"?', r"@emu_nv_\1", text)
     text = re.sub(r"^(declare .*@(\w+)\(.*)$", lambda m: "" if m.group(2) in _SHIMMED else m.group(1),
                   text, flags=re.MULTILINE)
-    text = _DEBUG_LINE.sub("", text).replace(", \n", "\n")
+    text = _DEBUG_LINE.sub("", text)
     loads = "\n".join(f"  %p{k} = getelementptr ptr, ptr %argv, i64 {k}\n  %q{k} = load ptr, ptr %p{k}\n"
                       f"  %a{k} = load {t}, ptr %q{k}" for k, t in enumerate(param_types))
     params = ", ".join(f"{t} %a{k}" for k, t in enumerate(param_types))

@@ -150,24 +150,25 @@ void emu_check_shared(uint64_t addr, int64_t size, int flags, int site) {
 /* ---------------------------------------------------------------- barriers */
 /* A barrier that knows which threads have ended: one that completes while some threads of its
  * group have returned was reached by part of the block (undefined on the GPU: a fault here). */
-struct barrier { pthread_mutex_t m; pthread_cond_t c; int expected, arrived, exited, generation; };
+struct barrier { pthread_mutex_t m; pthread_cond_t c; int expected, arrived, exited, generation, site; };
 
 static void barrier_init(struct barrier *b, int n) {
     pthread_mutex_init(&b->m, NULL);
     pthread_cond_init(&b->c, NULL);
-    b->expected = n; b->arrived = 0; b->exited = 0; b->generation = 0;
+    b->expected = n; b->arrived = 0; b->exited = 0; b->generation = 0; b->site = -1;
 }
 static void barrier_destroy(struct barrier *b) { pthread_mutex_destroy(&b->m); pthread_cond_destroy(&b->c); }
-static void release(struct barrier *b, int site) {
-    if (b->exited) fault(EMU_PARTIAL_BARRIER, site, 0, 0, b->exited);
+static void release(struct barrier *b) {
+    if (b->exited) fault(EMU_PARTIAL_BARRIER, b->site, 0, 0, b->exited);
     b->arrived = 0;
     b->generation++;
     pthread_cond_broadcast(&b->c);
 }
 static void barrier_wait(struct barrier *b, int site) {
     pthread_mutex_lock(&b->m);
+    if (site >= 0) b->site = site;   /* where the waiting threads are, for a report */
     if (++b->arrived + b->exited >= b->expected) {
-        release(b, site);
+        release(b);
     } else {
         int generation = b->generation;
         while (generation == b->generation) pthread_cond_wait(&b->c, &b->m);
@@ -177,7 +178,7 @@ static void barrier_wait(struct barrier *b, int site) {
 static void barrier_leave(struct barrier *b) {
     pthread_mutex_lock(&b->m);
     b->exited++;
-    if (b->arrived && b->arrived + b->exited >= b->expected) release(b, -1);
+    if (b->arrived && b->arrived + b->exited >= b->expected) release(b);
     pthread_mutex_unlock(&b->m);
 }
 

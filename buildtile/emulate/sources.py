@@ -14,6 +14,7 @@ from pathlib import Path
 from buildtile.backend import AnalyzedKernel, CompileEntry, CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
 from buildtile.emulate.hostir import host_ir
+from buildtile.emulate.lines import source_lines
 from buildtile.emulate.machine import HostKernel
 from buildtile.plugins import backends
 
@@ -40,7 +41,9 @@ def _module_entries(path: Path, module: str, options: CompileOptions) -> tuple:
     for source in find_kernels(KernelModule(module, path), registry, path.parent):
         impl = registry[source.kind].impl
         kernel = impl.analyze(source, options)
-        for entry in impl.entries(kernel, options):
+        with source_lines():
+            entries = impl.entries(kernel, options)
+        for entry in entries:
             found.append((entry.symbol, LoweredEntry(source.kind, kernel, entry, str(path))))
     return tuple(found)
 
