@@ -74,3 +74,23 @@ def on_devices(cases: list, cpu_max: int = CPU_MAX_ELEMENTS) -> list:
     out = [pytest.param("cuda", *values(c), marks=pytest.mark.gpu) for c in cases]
     out += [pytest.param("cpu", *values(c)) for c in cases if _elements(values(c)[0]) <= cpu_max]
     return out
+
+
+_examples: dict[str, ModuleType] = {}
+_builds: list = []   # the open build contexts (closing one forgets its package)
+
+
+def examples_for_the_emulator() -> dict[str, ModuleType]:
+    """The example project's kernel modules built once per test process for the emulator (one
+    build serves every test module that runs them: building is most of the emulated cases' time)."""
+    if not _examples:
+        import atexit
+        import tempfile
+
+        root = Path(tempfile.mkdtemp(prefix="buildtile_emulated_examples_"))
+        build = built_for_the_emulator(EXAMPLES, "cpuexamples", root)
+        _builds.append(build)
+        _examples.update(build.__enter__())
+        atexit.register(shutil.rmtree, root, True)
+        atexit.register(build.__exit__, None, None, None)   # runs first, while sys.path exists
+    return _examples

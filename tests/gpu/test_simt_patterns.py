@@ -18,28 +18,20 @@ import pytest
 torch = pytest.importorskip("torch")
 TESTS = Path(__file__).parents[1]
 sys.path.insert(0, str(TESTS))
-from emulated_packages import EXAMPLES, built_for_the_emulator, on_devices  # noqa: E402
+from emulated_packages import examples_for_the_emulator, on_devices  # noqa: E402
 
 _device = {"name": "cuda"}   # the device of the running case (set by the `patterns` fixture)
 
 
-@pytest.fixture(scope="module")
-def patterns_on_cpu(tmp_path_factory):
-    """example_kernels.patterns built for the CPU emulator."""
-    with built_for_the_emulator({"patterns": EXAMPLES["patterns"]}, "cpupatterns",
-                                tmp_path_factory.mktemp("cpu_patterns")) as modules:
-        yield modules["patterns"]
-
-
 @pytest.fixture
-def patterns(request, device):
+def patterns(device):
     _device["name"] = device
     if device == "cuda":
         yield pytest.importorskip("example_kernels.patterns", reason="the example project is not installed")
         return
     from buildtile.emulate import emulated
 
-    module = request.getfixturevalue("patterns_on_cpu")
+    module = examples_for_the_emulator()["patterns"]
     with emulated():
         yield module
 

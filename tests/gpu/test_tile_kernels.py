@@ -24,20 +24,13 @@ from buildtile import tile
 torch = pytest.importorskip("torch")
 TESTS = Path(__file__).parents[1]
 sys.path.insert(0, str(TESTS))
-from emulated_packages import EXAMPLES, built_for_the_emulator, on_devices  # noqa: E402
+from emulated_packages import examples_for_the_emulator, on_devices  # noqa: E402
 
 _device = {"name": "cuda"}   # the device of the running case (set by the `tiles` fixture)
 
 
-@pytest.fixture(scope="module")
-def tiles_on_cpu(tmp_path_factory):
-    """example_kernels.tiles built for the CPU emulator."""
-    with built_for_the_emulator({"tiles": EXAMPLES["tiles"]}, "cputiles", tmp_path_factory.mktemp("cpu_tiles")) as modules:
-        yield modules["tiles"]
-
-
 @pytest.fixture
-def tiles(request, device):
+def tiles(device):
     _device["name"] = device
     if device == "cuda":
         if not torch.cuda.is_available():
@@ -46,7 +39,7 @@ def tiles(request, device):
         return
     from buildtile.emulate import emulated
 
-    module = request.getfixturevalue("tiles_on_cpu")
+    module = examples_for_the_emulator()["tiles"]
     with emulated():
         yield module
 
@@ -141,7 +134,7 @@ MATMUL_SHAPES = [(1, 1, 1), (70, 50, 45), (130, 136, 104), (1000, 777, 333), (25
 
 
 @pytest.mark.parametrize("tile_shape", [[128, 256], [128, 128], [64, 64]])
-@pytest.mark.parametrize("device,m,n,k", on_devices([list(s) for s in MATMUL_SHAPES], cpu_max=130))
+@pytest.mark.parametrize("device,m,n,k", on_devices([list(s) for s in MATMUL_SHAPES], cpu_max=70))
 @pytest.mark.parametrize("name,dtype", [("matmul_f16", torch.float16), ("matmul_bf16", torch.bfloat16)])
 def test_matmul_matches_numpy(tiles, name, dtype, tile_shape, m, n, k):
     a, b = cuda(rand((m, k), 12), dtype), cuda(rand((k, n), 13), dtype)
