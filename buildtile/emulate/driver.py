@@ -16,6 +16,8 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import struct
+import sys
 import threading
 from pathlib import Path
 
@@ -184,8 +186,6 @@ class EmulatedDriver:
 
 def _decode(raw: int, llvm_type: str):
     """A flat parameter read back from the packed buffer (8 bytes read; keep the type's own)."""
-    import struct
-
     if llvm_type == "float":
         return struct.unpack("<f", (raw & 0xFFFFFFFF).to_bytes(4, "little"))[0]
     if llvm_type == "double":
@@ -195,6 +195,5 @@ def _decode(raw: int, llvm_type: str):
 
 
 def _torch():
-    import sys
-
+    """torch, when the program has imported it (the emulator never imports it itself)."""
     return sys.modules.get("torch")

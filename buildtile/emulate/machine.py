@@ -92,8 +92,8 @@ class HostKernel:
         self.per_tile = per_tile
         self.source_file = source_file
         self.runtime = lib = runtime_library()
-        missing = sorted(n for n in host.runtime_calls if not hasattr(lib, n) and f"define" not in n
-                         and f"@{n}(" not in _defined(host.text))
+        defined = _defined(host.text)
+        missing = sorted(n for n in host.runtime_calls if not hasattr(lib, n) and f"@{n}(" not in defined)
         if missing:
             raise EmulationError(
                 f"kernel `{name}` uses what the CPU emulator does not model: {', '.join(missing)}",
@@ -106,7 +106,7 @@ class HostKernel:
         for external in host.dynamic_shared:
             builder.import_symbol(external, smem)
         for called in sorted(host.runtime_calls):
-            if hasattr(lib, called) and f"@{called}(" not in _defined(host.text):
+            if hasattr(lib, called) and f"@{called}(" not in defined:
                 builder.import_symbol(called, ctypes.cast(getattr(lib, called), ctypes.c_void_p).value)
         self.library = builder.link(self.jit, f"emu_{host.symbol}")
         self.entry = self.library["emu_entry"]
