@@ -648,6 +648,104 @@ _ENTRIES = [
         if (status != 0)
             fprintf(stderr, "%s\\n", my_kernels_last_error());
         """),
+    _entry("BT0800", "out-of-bounds access (emulator)", ("runtime",), """
+        A kernel run on the CPU emulator (`BUILDTILE_DEVICE=cpu`,
+        `buildtile.emulate`) read or wrote global or shared memory outside
+        every array of the launch.
+
+        On a GPU such an access reads another allocation's data or faults
+        later, far from its cause. The emulator checks every access of the
+        kernel's own LLVM IR against the launch's arrays (their real extents)
+        and names the array, the byte and the thread.
+        """, """
+        with simt.unsafe():
+            out[i] = x[i + 1]        # the last thread reads past the end of x
+        """, """
+        if i + 1 < len(x):
+            out[i] = x[i + 1]
+        """),
+    _entry("BT0801", "two writers of one element (emulator)", ("runtime",), """
+        Under the CPU emulator two threads (SIMT) or two tiles (Tile) wrote
+        the same element of an output during one launch.
+
+        The ownership checks prove each element has one writer; inside
+        `simt.unsafe()` that proof is yours. The emulator keeps a writer
+        record of every byte of the launch's arrays and reports the second
+        writer, a dynamic cross-check of the proof (atomics are exempt).
+        """, """
+        with simt.unsafe():
+            out[i // 2] = 1.0        # threads 2k and 2k + 1 write element k
+        """, """
+        out[i] = 1.0                 # each thread writes its own element
+        """),
+    _entry("BT0802", "barrier reached by part of a block (emulator)", ("runtime",), """
+        Under the CPU emulator some threads of a block met at a barrier (or
+        a warp collective) after others of the block or warp had returned.
+
+        Every thread of a block must reach each `sync_threads()`; on a GPU
+        a barrier that part of the block skips hangs or silently
+        misbehaves.
+        """, """
+        if simt.thread_idx.x >= 32:
+            return
+        with simt.unsafe():
+            simt.sync_threads()
+        """, """
+        with simt.unsafe():
+            simt.sync_threads()      # every thread reaches it
+        """),
+    _entry("BT0803", "read of uninitialised shared memory (emulator)", ("runtime",), """
+        Under the CPU emulator a thread read shared memory that no thread of
+        its block had written in this block's run.
+
+        Shared memory starts with stale data from another block; the
+        emulator records which bytes the block wrote (stores and cp.async
+        copies) and reports a read of any other.
+        """, """
+        with simt.unsafe():
+            stage = simt.shared_array(f32, 64)
+            if t < 32:
+                stage[t] = x[i]
+            simt.sync_threads()
+            out[i] = stage[t]        # threads 32..63 read what nobody wrote
+        """, """
+        with simt.unsafe():
+            stage = simt.shared_array(f32, 64)
+            stage[t] = x[i]
+            simt.sync_threads()
+            out[i] = stage[t]
+        """),
+    _entry("BT0804", "misaligned access (emulator)", ("runtime",), """
+        Under the CPU emulator a vector access (or ldmatrix, cp.async) used
+        an address that is not a multiple of its size.
+
+        On a GPU this is a misaligned-address fault that ends the context.
+        """, """
+        # a float4 load from a pointer 4 bytes past a 16-byte boundary
+        """, """
+        # vector accesses only where the address is a multiple of 16
+        """),
+    _entry("BT0805", "the emulator cannot run this kernel", ("launch",), """
+        `BUILDTILE_DEVICE=cpu` or `buildtile.emulate` was asked to run a
+        kernel it cannot: it uses inline PTX or an intrinsic the emulator
+        has no stand-in for, its module's source is not installed, no C
+        compiler is found to build the emulator's runtime, or the full
+        buildtile (which carries the emulator) is not installed.
+        """, """
+        $ BUILDTILE_DEVICE=cpu python app.py     # with buildtile-runtime alone
+        """, """
+        $ pip install buildtile
+        $ BUILDTILE_DEVICE=cpu python app.py
+        """),
+    _entry("BT0806", "cp.async copies left in flight (emulator)", ("runtime",), """
+        Under the CPU emulator a thread ended with cp.async copies that no
+        `cp.async.wait_group` retired, or kept more in flight than the
+        emulator tracks.
+        """, """
+        # a pipeline that commits a stage and never waits for it
+        """, """
+        # every committed group retired by a wait_group before it is read
+        """),
 ]
 
 CODES: dict[str, ErrorCode] = {entry.code: entry for entry in _ENTRIES}

@@ -28,7 +28,7 @@ from runtime_files import is_runtime_module  # noqa: E402
 #: what a kernel package must be able to run without
 COMPILER_MODULES = ("buildtile.backends", "buildtile.compiler", "llvmlite", "pluggy", "scikit_build_core")
 #: package data of the buildtile distribution (pyproject.toml's [tool.setuptools.package-data])
-DATA_PATTERNS = ("py.typed", "include/buildtile/*.h", "include/buildtile/*.hpp", "interop/templates/*", "scaffold/template/**/*")
+DATA_PATTERNS = ("py.typed", "emulate/runtime.c", "include/buildtile/*.h", "include/buildtile/*.hpp", "interop/templates/*", "scaffold/template/**/*")
 
 
 @pytest.fixture(scope="module")

@@ -121,7 +121,7 @@ def shifts(x: Tensor[i32, 1], k: i64, z: tile.Out[i32, 1], w: tile.Out[i64, 1]):
 def test_tile_shifts_match_numpy_on_the_emulator(tmp_path):
     """The tile lowering computes shifts as multiplications and floor divisions: the same bits."""
     import numpy as np
-    from tile_emulator import Emulated
+    from buildtile.emulate.direct import TileKernel
 
     path = tmp_path / "shift_kernels.py"
     path.write_text(SHIFTS)
@@ -129,7 +129,7 @@ def test_tile_shifts_match_numpy_on_the_emulator(tmp_path):
     (src,) = find_kernels(KernelModule("shift_kernels", path), registry, tmp_path)
     impl = registry["tile"].impl
     kernel = impl.analyze(src, CompileOptions())
-    run = Emulated(impl.specializations(kernel)[0], kernel.params)
+    run = TileKernel(impl.specializations(kernel)[0], kernel.params)
     x = np.random.default_rng(0).integers(-2**31, 2**31, 300, dtype=np.int32)
     z, w = np.zeros(300, np.int32), np.zeros(300, np.int64)
     for k in (-(2**40) - 3, -5, 7):

@@ -1,4 +1,4 @@
-"""Complex numbers in SIMT kernels, run on the host (tests/simt_host_jit.py) against NumPy at
+"""Complex numbers in SIMT kernels, run on the host (the CPU emulator) against NumPy at
 ragged sizes: arithmetic, conjugates, parts, abs, exp, sqrt and log, complex64 and complex128
 arrays read and written interleaved as NumPy lays them out."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from simt_host_jit import HostKernel
+from buildtile.emulate.direct import SimtKernel
 
 UI_PASS = Path(__file__).parent / "ui" / "pass"
 
@@ -20,12 +20,12 @@ def random_complex(n: int, dtype, seed: int) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def arithmetic():
-    return HostKernel(UI_PASS / "complex_numbers.py", "arithmetic")
+    return SimtKernel(UI_PASS / "complex_numbers.py", "arithmetic")
 
 
 @pytest.fixture(scope="module")
 def functions():
-    return HostKernel(UI_PASS / "complex_numbers.py", "functions")
+    return SimtKernel(UI_PASS / "complex_numbers.py", "functions")
 
 
 @pytest.mark.parametrize("n", [1, 127, 129, 300])

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simt_host_jit import HostKernel
+from buildtile.emulate.direct import SimtKernel
 
 UI_PASS = Path(__file__).parent / "ui" / "pass"
 SIZES = [1, 130, 257]
@@ -23,7 +23,7 @@ def blocks(n: int, block: int) -> int:
 
 @pytest.mark.parametrize("n", SIZES)
 def test_polynomial_reads_the_constant_array_at_run_time_indices(n):
-    kernel = HostKernel(UI_PASS / "constant_arrays.py", "polynomial")
+    kernel = SimtKernel(UI_PASS / "constant_arrays.py", "polynomial")
     x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
     y = np.full(n, np.nan, np.float32)
     kernel(blocks(n, 128), 128, x, y)
@@ -36,7 +36,7 @@ def test_polynomial_reads_the_constant_array_at_run_time_indices(n):
 
 @pytest.mark.parametrize("n", SIZES)
 def test_one_constant_array_serves_f64_i32_and_u8_reads(n):
-    kernel = HostKernel(UI_PASS / "constant_arrays.py", "binomial_blur")
+    kernel = SimtKernel(UI_PASS / "constant_arrays.py", "binomial_blur")
     x = np.random.default_rng(n).standard_normal(n)
     y = np.full(n, np.nan)
     taps = np.full(n, -1, np.int32)
@@ -51,7 +51,7 @@ def test_one_constant_array_serves_f64_i32_and_u8_reads(n):
 
 @pytest.mark.parametrize("n", SIZES)
 def test_u8_pixels_through_16_bit_arithmetic(n):
-    kernel = HostKernel(UI_PASS / "small_integers.py", "brighten")
+    kernel = SimtKernel(UI_PASS / "small_integers.py", "brighten")
     pixels = np.random.default_rng(n).integers(0, 256, n).astype(np.uint8)
     out = np.zeros(n, np.uint8)
     gain, bias = 24, -40
@@ -63,7 +63,7 @@ def test_u8_pixels_through_16_bit_arithmetic(n):
 
 @pytest.mark.parametrize("n", SIZES)
 def test_8_and_16_bit_values_extend_wrap_and_shift_as_numpy(n):
-    kernel = HostKernel(UI_PASS / "small_integers.py", "widen")
+    kernel = SimtKernel(UI_PASS / "small_integers.py", "widen")
     rng = np.random.default_rng(n)
     a = rng.integers(-128, 128, n).astype(np.int8)
     b = rng.integers(0, 65536, n).astype(np.uint16)

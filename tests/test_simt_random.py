@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from buildtile import random
-from simt_host_jit import HostKernel
+from buildtile.emulate.direct import SimtKernel
 
 UI_PASS = Path(__file__).parent / "ui" / "pass"
 
@@ -62,7 +62,7 @@ def test_different_seeds_give_different_streams():
 
 @pytest.fixture(scope="module")
 def draws():
-    return HostKernel(UI_PASS / "random_draws.py", "draws")
+    return SimtKernel(UI_PASS / "random_draws.py", "draws")
 
 
 @pytest.mark.parametrize("seed", [0, 0x123456789ABCDEF0, 2**64 - 1])

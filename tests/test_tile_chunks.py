@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tile_emulator import Emulated
+from buildtile.emulate.direct import TileKernel
 
 from buildtile.backend import CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
@@ -22,13 +22,13 @@ CASES = Path(__file__).parent / "tile_chunk_cases.py"
 
 
 @cache
-def emulated(name: str, tile_shape: tuple) -> Emulated:
+def emulated(name: str, tile_shape: tuple) -> TileKernel:
     registry = backends()
     (src,) = [s for s in find_kernels(KernelModule("tile_chunk_cases", CASES), registry, ROOT) if s.name == name]
     impl = registry["tile"].impl
     kernel = impl.analyze(src, CompileOptions())
     (spec,) = [s for s in impl.specializations(kernel) if tuple(next(iter(s.tile_shapes.values()))) == tile_shape]
-    return Emulated(spec, kernel.params)
+    return TileKernel(spec, kernel.params)
 
 
 def data(shape, seed):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tile_dtype_cases as cases
 from tile_dtype_cases import DTYPES, FLOATS, INTS, as_float
-from tile_emulator import Emulated
+from buildtile.emulate.direct import TileKernel
 
 from buildtile.backend import CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
@@ -30,9 +30,9 @@ def kernels(tmp_path_factory):
     sources = {s.name: s for s in find_kernels(KernelModule("tile_dtype_kernels", path), registry, path.parent)}
 
     @cache
-    def emulated(name: str) -> Emulated:
+    def emulated(name: str) -> TileKernel:
         kernel = impl.analyze(sources[name], CompileOptions())
-        return Emulated(impl.specializations(kernel)[0], kernel.params)
+        return TileKernel(impl.specializations(kernel)[0], kernel.params)
 
     return emulated
 

@@ -1,4 +1,4 @@
-"""Tile kernels executed on the CPU emulator (tests/tile_emulator) against NumPy, at ragged sizes.
+"""Tile kernels executed on the CPU emulator (buildtile.emulate) against NumPy, at ragged sizes.
 
 The emulator runs the exact LLVM IR the GPU gets, with the PTX-level
 operations (shuffles, ldmatrix, mma.sync, cp.async, barriers, predicated and
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tile_emulator import Emulated, bf16_bits, bf16_values
+from buildtile.emulate.direct import TileKernel, bf16_bits, bf16_values
 
 from buildtile.backend import CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
@@ -28,7 +28,7 @@ MODULES = {"tiles": (ROOT / "example_project/example_kernels/tiles.py", "example
 
 
 @cache
-def emulated(module: str, name: str, tile_shapes: tuple | None = None) -> Emulated:
+def emulated(module: str, name: str, tile_shapes: tuple | None = None) -> TileKernel:
     """The kernel's specialization with these tile shapes (the first one by default), ready to run."""
     path, dotted = MODULES[module]
     registry = backends()
@@ -38,7 +38,7 @@ def emulated(module: str, name: str, tile_shapes: tuple | None = None) -> Emulat
     specs = impl.specializations(kernel)
     if tile_shapes is not None:
         specs = [s for s in specs if tuple(tuple(v) for v in s.tile_shapes.values()) == tile_shapes]
-    return Emulated(specs[0], kernel.params)
+    return TileKernel(specs[0], kernel.params)
 
 
 def rng(seed=0):

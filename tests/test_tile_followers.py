@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tile_emulator import Emulated
+from buildtile.emulate.direct import TileKernel
 
 from buildtile.backend import CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
@@ -28,10 +28,10 @@ def compiled(name: str):
 
 
 @cache
-def emulated(name: str, primary_tile: tuple) -> Emulated:
+def emulated(name: str, primary_tile: tuple) -> TileKernel:
     impl, kernel = compiled(name)
     (spec,) = [s for s in impl.specializations(kernel) if tuple(s.tile_shapes["z"]) == primary_tile]
-    return Emulated(spec, kernel.params)
+    return TileKernel(spec, kernel.params)
 
 
 def data(shape, seed):

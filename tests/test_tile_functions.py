@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tile_emulator import Emulated
+from buildtile.emulate.direct import TileKernel
 
 from buildtile.backend import CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
@@ -19,13 +19,13 @@ CASES = Path(__file__).parent / "tile_function_cases.py"
 
 
 @cache
-def emulated(name: str, tile_shape: tuple) -> Emulated:
+def emulated(name: str, tile_shape: tuple) -> TileKernel:
     registry = backends()
     (src,) = [s for s in find_kernels(KernelModule("tile_function_cases", CASES), registry, ROOT) if s.name == name]
     impl = registry["tile"].impl
     kernel = impl.analyze(src, CompileOptions())
     (spec,) = [s for s in impl.specializations(kernel) if tuple(s.tile_shapes["z"]) == tile_shape]
-    return Emulated(spec, kernel.params)
+    return TileKernel(spec, kernel.params)
 
 
 def data(shape, seed):

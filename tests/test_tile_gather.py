@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tile_emulator import Emulated
+from buildtile.emulate.direct import TileKernel
 
 from buildtile.backend import CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
@@ -19,12 +19,12 @@ CASES = Path(__file__).parent / "tile_gather_cases.py"
 
 
 @cache
-def emulated(name: str) -> Emulated:
+def emulated(name: str) -> TileKernel:
     registry = backends()
     (src,) = [s for s in find_kernels(KernelModule("tile_gather_cases", CASES), registry, ROOT) if s.name == name]
     impl = registry["tile"].impl
     kernel = impl.analyze(src, CompileOptions())
-    return Emulated(impl.specializations(kernel)[0], kernel.params)
+    return TileKernel(impl.specializations(kernel)[0], kernel.params)
 
 
 def rng(seed):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tile_emulator import Emulated, bf16_bits, bf16_values
+from buildtile.emulate.direct import TileKernel, bf16_bits, bf16_values
 
 from buildtile.backend import CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
@@ -31,11 +31,11 @@ def analyzed(name: str):
 
 
 @cache
-def emulated(name: str, tile_shape: tuple, dtype: str = "f32") -> Emulated:
+def emulated(name: str, tile_shape: tuple, dtype: str = "f32") -> TileKernel:
     kernel = analyzed(name)
     (spec,) = [s for s in kernel.ir
                if tuple(next(iter(s.tile_shapes.values()))) == tile_shape and dict(s.spec.dtypes).get("T", "f32") == dtype]
-    return Emulated(spec, kernel.params)
+    return TileKernel(spec, kernel.params)
 
 
 def rng(seed=0):

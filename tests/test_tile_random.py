@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tile_emulator import Emulated
+from buildtile.emulate.direct import TileKernel
 
 from buildtile import random
 from buildtile.backend import CompileOptions
@@ -21,13 +21,13 @@ CASES = Path(__file__).parent / "tile_random_cases.py"
 
 
 @cache
-def emulated(name: str, tile_shape: tuple) -> Emulated:
+def emulated(name: str, tile_shape: tuple) -> TileKernel:
     registry = backends()
     (src,) = [s for s in find_kernels(KernelModule("tile_random_cases", CASES), registry, ROOT) if s.name == name]
     impl = registry["tile"].impl
     kernel = impl.analyze(src, CompileOptions())
     (spec,) = [s for s in impl.specializations(kernel) if tuple(s.tile_shapes["z"]) == tile_shape]
-    return Emulated(spec, kernel.params)
+    return TileKernel(spec, kernel.params)
 
 
 @pytest.mark.parametrize("tile_shape", [(256,), (1024,)])

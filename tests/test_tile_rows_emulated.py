@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tile_emulator import Emulated, bf16_bits, bf16_values
+from buildtile.emulate.direct import TileKernel, bf16_bits, bf16_values
 
 from buildtile.backend import CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
@@ -24,13 +24,13 @@ ROWS = ROOT / "example_project/example_kernels/rows.py"
 
 
 @cache
-def emulated(name: str, tile_shape: tuple[int, ...]) -> Emulated:
+def emulated(name: str, tile_shape: tuple[int, ...]) -> TileKernel:
     registry = backends()
     (src,) = [s for s in find_kernels(KernelModule("example_kernels.rows", ROWS), registry, ROOT) if s.name == name]
     impl = registry["tile"].impl
     kernel = impl.analyze(src, CompileOptions())
     (spec,) = [s for s in impl.specializations(kernel) if tuple(next(iter(s.tile_shapes.values()))) == tile_shape]
-    return Emulated(spec, kernel.params)
+    return TileKernel(spec, kernel.params)
 
 
 def to_device(a: np.ndarray, dtype: str) -> np.ndarray:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tile_emulator import Emulated
+from buildtile.emulate.direct import TileKernel
 
 from buildtile.backend import CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
@@ -28,9 +28,9 @@ def compiled(name: str):
 
 
 @cache
-def emulated(name: str) -> Emulated:
+def emulated(name: str) -> TileKernel:
     impl, kernel = compiled(name)
-    return Emulated(impl.specializations(kernel)[0], kernel.params)
+    return TileKernel(impl.specializations(kernel)[0], kernel.params)
 
 
 def rng(seed):

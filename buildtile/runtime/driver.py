@@ -20,11 +20,12 @@ driver's own name and text for the error.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from buildtile.errors import CudaError, TypeMismatchError
+from buildtile.errors import BuildtileError, CudaError, TypeMismatchError
 from buildtile.runtime.native import compiled as _native
 
 #: the result of :meth:`CudaDriver.pointer_memory`
@@ -492,8 +493,30 @@ def get_driver() -> CudaDriver:
         with _driver_lock:
             driver = current
             if driver is None:
-                driver = _set(CudaDriver())
+                driver = _set(_device_driver())
     return driver
+
+
+def emulating() -> bool:
+    """Whether ``BUILDTILE_DEVICE=cpu`` sends every launch to the CPU emulator."""
+    return os.environ.get("BUILDTILE_DEVICE", "cuda") == "cpu"
+
+
+def _device_driver():
+    """The CUDA driver, or with ``BUILDTILE_DEVICE=cpu`` the CPU emulator of the full buildtile
+    (the one place a launch is sent to the CPU instead of a GPU)."""
+    device = os.environ.get("BUILDTILE_DEVICE", "cuda")
+    if device == "cuda":
+        return CudaDriver()
+    if device != "cpu":
+        raise BuildtileError(f"BUILDTILE_DEVICE must be `cuda` or `cpu`, not `{device}`", code="BT0805")
+    try:
+        from buildtile.emulate.driver import EmulatedDriver
+    except ImportError as exc:
+        raise BuildtileError(
+            "BUILDTILE_DEVICE=cpu runs kernels on the CPU emulator, which comes with the full buildtile "
+            f"(not the runtime alone): {exc}", code="BT0805", help="pip install buildtile") from None
+    return EmulatedDriver()
 
 
 def set_driver(driver) -> CudaDriver | None:

@@ -26,6 +26,7 @@ from buildtile.interop import manifest as manifest_format
 from buildtile.interop.driver_compat import version_number
 from buildtile.interop.manifest import ArtifactRecord, KernelRecord, PackageManifest
 from buildtile.runtime import bounds
+from buildtile.runtime.driver import emulating, get_driver
 from buildtile.runtime.freshness import rebuild_in_place, rebuild_wanted, stale_error, stale_module
 from buildtile.runtime.images import ImageChoice, read_image, select_image
 
@@ -167,6 +168,8 @@ class ManifestBound:
 def bind_to_manifest(pyfunc, kind: str) -> tuple[PackageRuntime, KernelRecord]:
     """The package runtime and manifest record of the kernel ``pyfunc`` of kind ``kind``."""
     module, name = pyfunc.__module__, pyfunc.__name__
+    if emulating():
+        get_driver()   # the emulator's array extractors must be in place before a binder is made
     package = package_runtime(module, name)
     if package.manifest.in_place_project is not None and module not in package.fresh_modules:
         package = fresh_package_runtime(module, name)

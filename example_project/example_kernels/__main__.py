@@ -1,13 +1,15 @@
 """``python -m example_kernels``: run every kernel once and check it against NumPy.
 
-Without a GPU it says so and lists the compiled kernels (targets and image
-sizes, from the package manifest). ``--cmake-prefix``, ``--cmake-dir``, ``--include-dir`` and
+Without a GPU the kernels run on buildtile's CPU emulator when the full
+buildtile is installed (``--cpu`` asks for it; smaller sizes), else it says so
+and lists the compiled kernels (targets and image sizes, from the package manifest). ``--cmake-prefix``, ``--cmake-dir``, ``--include-dir`` and
 ``--library`` print where a C/C++ host finds these kernels (see cpp/).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -36,7 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--list", action="store_true", help="only list the compiled kernels")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="run on buildtile's CPU emulator (BUILDTILE_DEVICE=cpu) instead of a GPU")
     args = parser.parse_args(argv)
+    if args.cpu:
+        os.environ["BUILDTILE_DEVICE"] = "cpu"
 
     from buildtile.errors import BuildtileError
 
@@ -52,13 +58,27 @@ def main(argv: list[str] | None = None) -> int:
     from buildtile.runtime import cuda_available
 
     usable, description = cuda_available()
+    if not usable and _emulator_installed():
+        print(f"no CUDA GPU found ({description}): running on buildtile's CPU emulator")
+        os.environ["BUILDTILE_DEVICE"] = "cpu"
+        from buildtile.runtime.driver import set_driver
+
+        set_driver(None)   # the next launch takes the emulator's driver
+        usable, description = cuda_available()
     if not usable:
         print(f"no CUDA GPU found: {description}")
         print("nothing was run; the package carries these compiled kernels:")
         _list_kernels(manifest, manifest_dir)
         return 0
     print(f"running on {description}")
-    return _run_all(np.random.default_rng(args.seed))
+    scale = 1000 if os.environ.get("BUILDTILE_DEVICE") == "cpu" else 1   # the emulator is slow
+    return _run_all(np.random.default_rng(args.seed), scale)
+
+
+def _emulator_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("buildtile.emulate") is not None
 
 
 # ----------------------------------------------------------------------------- listing
@@ -105,9 +125,10 @@ def _images(artifacts: dict, manifest_dir: Path) -> str:
     return " | ".join(images) if images else "no images"
 
 
-def _ragged(rng, low: int, high: int, block: int = 256) -> int:
-    """A random size that is not a multiple of ``block``, so the last block is partial."""
-    n = int(rng.integers(low, high))
+def _ragged(rng, low: int, high: int, block: int = 256, scale: int = 1) -> int:
+    """A random size that is not a multiple of ``block``, so the last block is partial
+    (``scale`` times smaller, but at least two blocks)."""
+    n = max(2 * block + 1, int(rng.integers(low, high)) // scale)
     return n + 1 if n % block == 0 else n
 
 
@@ -122,7 +143,7 @@ def _collatz_reference(x: np.ndarray, limit: int) -> np.ndarray:
     return steps
 
 
-def _run_all(rng) -> int:
+def _run_all(rng, scale: int = 1) -> int:
     from buildtile.errors import BuildtileError
     from buildtile.runtime import DeviceArray
     from example_kernels import ops
@@ -134,14 +155,14 @@ def _run_all(rng) -> int:
         return array
 
     def vecadd():
-        n = _ragged(rng, 500_000, 2_000_000)
+        n = _ragged(rng, 500_000, 2_000_000, scale=scale)
         a, b = rng.standard_normal((2, n)).astype(np.float32)
         c = poisoned(n, np.float32)
         ops.vecadd[ops.vecadd.grid_for(n)](DeviceArray.from_numpy(a), DeviceArray.from_numpy(b), c)
         return f"n={n}", c.to_numpy(), a + b, 0.0
 
     def saxpy():
-        n = _ragged(rng, 500_000, 2_000_000)
+        n = _ragged(rng, 500_000, 2_000_000, scale=scale)
         x, y = rng.standard_normal((2, n)).astype(np.float32)
         alpha = np.float32(rng.uniform(-4, 4))
         out = poisoned(n, np.float32)
@@ -150,14 +171,14 @@ def _run_all(rng) -> int:
         return f"n={n}", out.to_numpy(), expected, 1e-5 * float(np.abs(expected).max(initial=1.0))
 
     def matadd():
-        rows, cols = _ragged(rng, 100, 2000, 16), _ragged(rng, 100, 2000, 16)
+        rows, cols = _ragged(rng, 100, 2000, 16, scale=scale), _ragged(rng, 100, 2000, 16, scale=scale)
         a, b = rng.standard_normal((2, rows, cols)).astype(np.float32)
         c = poisoned((rows, cols), np.float32)
         ops.matadd[ops.matadd.grid_for(rows, cols)](DeviceArray.from_numpy(a), DeviceArray.from_numpy(b), c)
         return f"shape={rows}x{cols}", c.to_numpy(), a + b, 0.0
 
     def polyval_abs():
-        n = _ragged(rng, 500_000, 2_000_000, 128)
+        n = _ragged(rng, 500_000, 2_000_000, 128, scale=scale)
         coeffs = rng.standard_normal(6)
         x = rng.uniform(-2, 2, n)
         y = poisoned(n, np.float64)
@@ -166,27 +187,91 @@ def _run_all(rng) -> int:
         return f"n={n}", y.to_numpy(), expected, 1e-12 * float(np.abs(expected).max(initial=1.0))
 
     def collatz_steps():
-        n = _ragged(rng, 50_000, 200_000)
+        n = _ragged(rng, 50_000, 200_000, scale=scale)
         x = rng.integers(1, 10**7, n, dtype=np.int64)
         limit = 500
         out = poisoned(n, np.int32)
         ops.collatz_steps[ops.collatz_steps.grid_for(n)](DeviceArray.from_numpy(x), limit, out)
         return f"n={n}", out.to_numpy(), _collatz_reference(x, limit), 0.0
 
+    from buildtile import tile
+    from example_kernels import patterns, tiles
+
+    def block_sum():
+        n = _ragged(rng, 500_000, 2_000_000, scale=scale)
+        x = rng.standard_normal(n).astype(np.float32)
+        blocks = -(-n // 256)
+        partial = poisoned(blocks, np.float32)
+        patterns.block_sum[blocks](DeviceArray.from_numpy(x), partial)
+        expected = np.add.reduceat(x.astype(np.float64), np.arange(0, n, 256))
+        return f"n={n}", partial.to_numpy(), expected, 1e-4 * float(np.abs(expected).max(initial=1.0))
+
+    def transpose_tiled():
+        rows, cols = _ragged(rng, 100, 2000, 32, scale=scale), _ragged(rng, 100, 2000, 32, scale=scale)
+        a = rng.standard_normal((rows, cols)).astype(np.float32)
+        out = poisoned((cols, rows), np.float32)
+        patterns.transpose_tiled[(-(-cols // 32), -(-rows // 32))](DeviceArray.from_numpy(a), out)
+        return f"shape={rows}x{cols}", out.to_numpy(), a.T, 0.0
+
+    def histogram():
+        n, bins = _ragged(rng, 500_000, 2_000_000, scale=scale), 64
+        values = rng.integers(-3, bins + 3, n).astype(np.int32)
+        counts = DeviceArray.from_numpy(np.zeros(bins, np.uint32))
+        patterns.histogram[-(-n // 256)](DeviceArray.from_numpy(values), counts)
+        inside = values[(values >= 0) & (values < bins)]
+        return f"n={n}", counts.to_numpy(), np.bincount(inside, minlength=bins), 0.0
+
+    def reverse_blocks():
+        n = _ragged(rng, 500_000, 2_000_000, scale=scale)
+        x = rng.standard_normal(n).astype(np.float32)
+        out = poisoned(n, np.float32)
+        patterns.reverse_blocks[-(-n // 256)](DeviceArray.from_numpy(x), out)
+        padded = np.zeros(-(-n // 256) * 256, np.float32)
+        padded[:n] = x
+        return f"n={n}", out.to_numpy(), padded.reshape(-1, 256)[:, ::-1].reshape(-1)[:n], 0.0
+
+    def tile_run(kernel, *args):
+        return [getattr(h, "array", h) for h in kernel(*args).sync_on(0)]
+
+    def tile_add():
+        n = _ragged(rng, 500_000, 2_000_000, 1024, scale=scale)
+        x, y = rng.standard_normal((2, n)).astype(np.float32)
+        *_, z = tile_run(tiles.add, DeviceArray.from_numpy(x), DeviceArray.from_numpy(y),
+                         tile.partition(poisoned(n, np.float32), [1024]))
+        return f"n={n}", z.to_numpy(), x + y, 0.0
+
+    def tile_row_sum():
+        rows, cols = _ragged(rng, 100, 2000, 64, scale=scale), _ragged(rng, 100, 2000, 64, scale=scale)
+        x = rng.standard_normal((rows, cols)).astype(np.float32)
+        _, z = tile_run(tiles.row_sum, DeviceArray.from_numpy(x), tile.partition(poisoned(rows, np.float32), [64]))
+        expected = x.astype(np.float64).sum(axis=1)
+        return f"shape={rows}x{cols}", z.to_numpy(), expected, 1e-4 * float(np.abs(expected).max(initial=1.0))
+
+    def tile_matmul_f16():
+        m, n, k = (_ragged(rng, 100, 1000, 64, scale=scale) for _ in range(3))
+        a, b = (rng.standard_normal(s).astype(np.float16) for s in ((m, k), (k, n)))
+        *_, c = tile_run(tiles.matmul_f16, DeviceArray.from_numpy(a), DeviceArray.from_numpy(b),
+                         tile.partition(poisoned((m, n), np.float16), [64, 64]))
+        expected = a.astype(np.float64) @ b.astype(np.float64)
+        return f"{m}x{k} @ {k}x{n}", c.to_numpy(), expected, 2 ** -9 * float(np.abs(expected).max(initial=1.0))
+
     failures = 0
     for name, run in [("vecadd", vecadd), ("saxpy", saxpy), ("matadd", matadd),
-                      ("polyval_abs", polyval_abs), ("collatz_steps", collatz_steps)]:
+                      ("polyval_abs", polyval_abs), ("collatz_steps", collatz_steps),
+                      ("block_sum", block_sum), ("transpose_tiled", transpose_tiled), ("histogram", histogram),
+                      ("reverse_blocks", reverse_blocks), ("tiles.add", tile_add), ("tiles.row_sum", tile_row_sum),
+                      ("tiles.matmul_f16", tile_matmul_f16)]:
         try:
             size, got, expected, tolerance = run()
         except BuildtileError as exc:
             failures += 1
-            print(f"{name:<14} FAILED\n{exc}")
+            print(f"{name:<17} FAILED\n{exc}")
             continue
         error = np.abs(got.astype(np.float64) - expected.astype(np.float64))
         worst = float(np.nan_to_num(error, nan=np.inf).max(initial=0.0))
         ok = worst <= tolerance
         failures += not ok
-        print(f"{name:<14} {size:<18} max_abs_err={worst:<10.3g} {'OK' if ok else 'MISMATCH'}")
+        print(f"{name:<17} {size:<18} max_abs_err={worst:<10.3g} {'OK' if ok else 'MISMATCH'}")
     return 1 if failures else 0
 
 

@@ -3,33 +3,48 @@ sizes: 2-D shared tiles, shared atomics, constant arrays, segmented shuffles, 8/
 and the Philox random stream (against buildtile.random's host reference).
 
 Run after `pip install ./example_project`; skipped without a GPU, torch or the package.
+The same cases also run on the CPU emulator (``device`` cpu, at the smaller sizes, in the
+default suite; see tests/emulated_packages.py).
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from buildtile import random
 
-pytestmark = pytest.mark.gpu
-
 torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from emulated_packages import examples_for_the_emulator, on_devices  # noqa: E402
 
-SIZES = [1, 255, 257, 100_003]
+SIZES = on_devices([1, 255, 257, 100_003])
+_device = {"name": "cuda"}   # the device of the running case (set by the `memory` fixture)
 
 
-@pytest.fixture(scope="module")
-def memory():
-    return pytest.importorskip("example_kernels.memory", reason="the example project is not installed")
+@pytest.fixture
+def memory(device):
+    _device["name"] = device
+    if device == "cuda":
+        yield pytest.importorskip("example_kernels.memory", reason="the example project is not installed")
+        return
+    from buildtile.emulate import emulated
+
+    module = examples_for_the_emulator()["memory"]
+    with emulated():
+        yield module
 
 
 def cuda(a: np.ndarray):
-    return torch.from_numpy(np.ascontiguousarray(a)).to("cuda")
+    return torch.from_numpy(np.ascontiguousarray(a)).to(_device["name"])
 
 
 def host(t) -> np.ndarray:
-    torch.cuda.synchronize()
+    if t.is_cuda:
+        torch.cuda.synchronize()
     return t.cpu().numpy()
 
 
@@ -37,7 +52,7 @@ def blocks(n: int, block: int) -> int:
     return (n + block - 1) // block
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (17, 33), (37, 1000), (1025, 15)])
+@pytest.mark.parametrize("device,shape", on_devices([(1, 1), (17, 33), (37, 1000), (1025, 15)]))
 def test_transpose_through_a_2d_shared_tile(memory, shape):
     a = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     out = cuda(np.full(shape[::-1], np.nan, np.float32))
@@ -45,7 +60,7 @@ def test_transpose_through_a_2d_shared_tile(memory, shape):
     np.testing.assert_array_equal(host(out), a.T)
 
 
-@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("device,n", SIZES)
 def test_block_histogram_with_shared_atomics(memory, n):
     values = np.random.default_rng(n).integers(-5, 70, n).astype(np.int32)   # some off the bins
     bins = cuda(np.zeros(64, np.uint32))
@@ -54,7 +69,7 @@ def test_block_histogram_with_shared_atomics(memory, n):
     np.testing.assert_array_equal(host(bins), np.bincount(inside, minlength=64).astype(np.uint32))
 
 
-@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("device,n", SIZES)
 def test_2d_shared_atomics_skip_points_off_either_axis(memory, n):
     rng = np.random.default_rng(n)
     xs = rng.integers(-2, 10, n).astype(np.int32)
@@ -66,7 +81,7 @@ def test_2d_shared_atomics_skip_points_off_either_axis(memory, n):
     np.testing.assert_array_equal(host(bins), want)
 
 
-@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("device,n", SIZES)
 def test_polynomial_from_a_constant_array(memory, n):
     x = np.random.default_rng(n).uniform(-2, 2, n).astype(np.float32)
     y = cuda(np.full(n, np.nan, np.float32))
@@ -75,7 +90,7 @@ def test_polynomial_from_a_constant_array(memory, n):
     np.testing.assert_allclose(host(y), want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("device,n", SIZES)
 def test_segmented_scan_with_shfl_up_width(memory, n):
     x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
     out = cuda(np.full(n, np.nan, np.float32))
@@ -86,7 +101,7 @@ def test_segmented_scan_with_shfl_up_width(memory, n):
     np.testing.assert_allclose(host(out), want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("device,n", SIZES)
 def test_brighten_u8_pixels_in_16_bit_arithmetic(memory, n):
     pixels = np.random.default_rng(n).integers(0, 256, n).astype(np.uint8)
     out = cuda(np.zeros(n, np.uint8))
@@ -96,7 +111,7 @@ def test_brighten_u8_pixels_in_16_bit_arithmetic(memory, n):
     np.testing.assert_array_equal(host(out), want)
 
 
-@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("device,n", SIZES)
 def test_widen_i8_and_u16_device_arrays(memory, n):
     from buildtile.runtime import DeviceArray
     from buildtile.runtime.driver import get_driver
@@ -115,7 +130,7 @@ def test_widen_i8_and_u16_device_arrays(memory, n):
     np.testing.assert_array_equal(low.to_numpy(), b.astype(np.int16) >> 2)
 
 
-@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("device,n", SIZES)
 @pytest.mark.parametrize("seed, offset", [(0, 0), (0x0123456789ABCDEF, 2**32 - 7), (2**64 - 1, 2**40)])
 def test_random_stream_equals_the_host_reference(memory, n, seed, offset):
     uniform = cuda(np.full(n, np.nan, np.float32))

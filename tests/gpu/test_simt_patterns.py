@@ -3,37 +3,50 @@
 Two sets: the kernels of example_kernels.patterns (run after `pip install
 ./example_project`), and the ported-code kernels of tests/simt_cases.py, compiled
 here into a throwaway package for this GPU. Skipped without a GPU, torch or the
-package.
+package. The example kernels' cases also run on the CPU emulator (``device`` cpu,
+at the smaller sizes, in the default suite; see tests/emulated_packages.py).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.gpu
-
 torch = pytest.importorskip("torch")
 TESTS = Path(__file__).parents[1]
+sys.path.insert(0, str(TESTS))
+from emulated_packages import examples_for_the_emulator, on_devices  # noqa: E402
+
+_device = {"name": "cuda"}   # the device of the running case (set by the `patterns` fixture)
 
 
-@pytest.fixture(scope="module")
-def patterns():
-    return pytest.importorskip("example_kernels.patterns", reason="the example project is not installed")
+@pytest.fixture
+def patterns(device):
+    _device["name"] = device
+    if device == "cuda":
+        yield pytest.importorskip("example_kernels.patterns", reason="the example project is not installed")
+        return
+    from buildtile.emulate import emulated
+
+    module = examples_for_the_emulator()["patterns"]
+    with emulated():
+        yield module
 
 
 def cuda(a: np.ndarray):
-    return torch.from_numpy(np.ascontiguousarray(a)).to("cuda")
+    return torch.from_numpy(np.ascontiguousarray(a)).to(_device["name"])
 
 
 def host(t) -> np.ndarray:
-    torch.cuda.synchronize()
+    if t.is_cuda:
+        torch.cuda.synchronize()
     return t.cpu().numpy()
 
 
-@pytest.mark.parametrize("n", [1, 31, 255, 257, 100_003, 4_000_037])
+@pytest.mark.parametrize("device,n", on_devices([1, 31, 255, 257, 100_003, 4_000_037]))
 def test_block_sum_matches_numpy(patterns, n):
     rng = np.random.default_rng(n)
     x = rng.standard_normal(n).astype(np.float32)
@@ -45,7 +58,7 @@ def test_block_sum_matches_numpy(patterns, n):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (37, 1000), (1025, 33), (2048, 2049)])
+@pytest.mark.parametrize("device,shape", on_devices([(1, 1), (37, 1000), (1025, 33), (2048, 2049)]))
 def test_transpose_tiled_matches_numpy(patterns, shape):
     a = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     out = cuda(np.full(shape[::-1], np.nan, np.float32))
@@ -54,7 +67,7 @@ def test_transpose_tiled_matches_numpy(patterns, shape):
     np.testing.assert_array_equal(host(out), a.T)
 
 
-@pytest.mark.parametrize("n,bins", [(1, 7), (1000, 16), (1_000_003, 257)])
+@pytest.mark.parametrize("device,n,bins", on_devices([[1, 7], [1000, 16], [1_000_003, 257]]))
 def test_histogram_matches_numpy(patterns, n, bins):
     rng = np.random.default_rng(n)
     values = rng.integers(-3, bins + 3, n).astype(np.int32)   # some out of range: ignored
@@ -64,7 +77,7 @@ def test_histogram_matches_numpy(patterns, n, bins):
     np.testing.assert_array_equal(host(counts), np.bincount(inside, minlength=bins).astype(np.uint32))
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (3, 100), (257, 1000), (64, 4097)])
+@pytest.mark.parametrize("device,shape", on_devices([(1, 1), (3, 100), (257, 1000), (64, 4097)]))
 def test_softmax_rows_matches_numpy(patterns, shape):
     x = (np.random.default_rng(2).standard_normal(shape) * 4).astype(np.float32)
     out = cuda(np.full(shape, np.nan, np.float32))
@@ -73,7 +86,7 @@ def test_softmax_rows_matches_numpy(patterns, shape):
     np.testing.assert_allclose(host(out), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("shape", [(3, 3, 3), (17, 33, 65), (64, 100, 130)])
+@pytest.mark.parametrize("device,shape", on_devices([(3, 3, 3), (17, 33, 65), (64, 100, 130)]))
 def test_laplacian_3d_matches_numpy(patterns, shape):
     u = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     out = cuda(np.full(shape, np.nan, np.float32))
@@ -87,7 +100,7 @@ def test_laplacian_3d_matches_numpy(patterns, shape):
     np.testing.assert_allclose(host(out), want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("n,blocks", [(1, 1), (1000, 3), (1_000_003, 7), (4_000_037, 264)])
+@pytest.mark.parametrize("device,n,blocks", on_devices([[1, 1], [1000, 3], [1_000_003, 7], [4_000_037, 264]]))
 def test_sum_partials_adds_up_to_the_total(patterns, n, blocks):
     # small integers: every partial sum is exact in f32 (|sum| < 2**24), so compare exactly -- a
     # tolerance would let a dropped or doubled element through
@@ -102,7 +115,7 @@ def test_sum_partials_adds_up_to_the_total(patterns, n, blocks):
     assert host(partial).astype(np.float64).sum() == x.astype(np.float64).sum()
 
 
-@pytest.mark.parametrize("n", [256, 1000, 65_536 + 17])
+@pytest.mark.parametrize("device,n", on_devices([256, 1000, 65_536 + 17]))
 def test_reverse_blocks_through_dynamic_shared_memory(patterns, n):
     x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
     out = cuda(np.full(n, np.nan, np.float32))
@@ -127,6 +140,7 @@ def blocks_for(n: int, block: int) -> int:
     return max(1, -(-n // block))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", ["saxpy_while", "saxpy_range"])
 @pytest.mark.parametrize("n,blocks", [(1, 1), (1000, 1), (100_003, 3), (1_000_003, 37)])
 def test_grid_stride_loops_cover_every_element_once(cases, name, n, blocks):
@@ -138,6 +152,7 @@ def test_grid_stride_loops_cover_every_element_once(cases, name, n, blocks):
     np.testing.assert_allclose(host(out), np.float32(2.5) * x + y, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("n", [1, 127, 129, 100_003])
 def test_spelled_out_index_copies(cases, n):
     x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
@@ -146,6 +161,7 @@ def test_spelled_out_index_copies(cases, n):
     np.testing.assert_array_equal(host(out), x + np.float32(1))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1, 1), (17, 33), (300, 257)])
 def test_row_major_linearisation_adds_matrices(cases, shape):
     rows, cols = shape
@@ -157,6 +173,7 @@ def test_row_major_linearisation_adds_matrices(cases, shape):
     np.testing.assert_array_equal(host(c).reshape(shape), a + b)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1, 1), (33, 17), (100, 301)])
 def test_grid2_is_x_first(cases, shape):
     rows, cols = shape
@@ -166,6 +183,7 @@ def test_grid2_is_x_first(cases, shape):
     np.testing.assert_allclose(host(out).reshape(shape), (a.astype(np.float64) * 3.0).astype(np.float32))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1, 1, 1), (5, 9, 17), (13, 31, 70)])
 def test_three_dimensional_linearisation(cases, shape):
     nz, ny, nx = shape
@@ -174,6 +192,7 @@ def test_three_dimensional_linearisation(cases, shape):
     np.testing.assert_array_equal(host(out), np.arange(nz * ny * nx))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("n,bins", [(1, 3), (10_000, 17), (1_000_003, 256)])
 def test_histogram_compares_i32_with_len(cases, n, bins):
     values = np.random.default_rng(n).integers(-4, bins + 4, n).astype(np.int32)
@@ -183,6 +202,7 @@ def test_histogram_compares_i32_with_len(cases, n, bins):
     np.testing.assert_array_equal(host(counts), np.bincount(inside, minlength=bins).astype(np.uint32))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("n", [1, 255, 257, 10_001])
 def test_integer_stored_into_float(cases, n):
     x = np.random.default_rng(n).integers(-2**20, 2**20, n).astype(np.int32)
@@ -191,6 +211,7 @@ def test_integer_stored_into_float(cases, n):
     np.testing.assert_array_equal(host(out), (x.astype(np.float32) * np.float32(0.5)).astype(np.float64))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("n", [1, 2, 129, 5000])
 def test_device_function_returns_a_tuple_and_branches(cases, n):
     a = np.random.default_rng(n).standard_normal(n).astype(np.float32)
@@ -204,6 +225,7 @@ def test_device_function_returns_a_tuple_and_branches(cases, n):
     np.testing.assert_array_equal(host(s), np.sign(a).astype(np.int32))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1, 1), (130, 7), (1000, 65)])
 def test_device_function_takes_a_tensor(cases, shape):
     m = np.random.default_rng(shape[1]).integers(-8, 9, shape).astype(np.float32)   # exact sums
@@ -212,6 +234,7 @@ def test_device_function_takes_a_tensor(cases, shape):
     np.testing.assert_array_equal(host(out), m.sum(axis=1))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("n", [1, 50, 93])
 def test_tuple_assignment_swaps(cases, n):
     out = cuda(np.full(n, -1, np.int64))

@@ -3,7 +3,9 @@
 Two sets: the example kernels of example_kernels.tiles (installed with the
 example project, as tests/gpu/run.sh does), and the one-feature kernels of
 tests/tile_cases.py, compiled here into a throwaway package for this GPU.
-The same kernels run on the CPU emulator in tests/test_tile_emulated.py.
+The example kernels' cases also run on the CPU emulator (``device`` cpu, at
+the smaller sizes, in the default suite; see tests/emulated_packages.py), and
+tests/test_tile_emulated.py runs both sets' kernels from source.
 Launches go through the Tile host: ``kernel(args..., tile.partition(out,
 tile_shape)).sync_on(stream)``.
 """
@@ -11,6 +13,7 @@ tile_shape)).sync_on(stream)``.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,29 +21,43 @@ import pytest
 
 from buildtile import tile
 
-pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 TESTS = Path(__file__).parents[1]
+sys.path.insert(0, str(TESTS))
+from emulated_packages import examples_for_the_emulator, on_devices  # noqa: E402
+
+_device = {"name": "cuda"}   # the device of the running case (set by the `tiles` fixture)
 
 
-@pytest.fixture(scope="module")
-def tiles():
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch has no CUDA")
-    return pytest.importorskip("example_kernels.tiles", reason="the example project is not installed")
+@pytest.fixture
+def tiles(device):
+    _device["name"] = device
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            pytest.skip("PyTorch has no CUDA")
+        yield pytest.importorskip("example_kernels.tiles", reason="the example project is not installed")
+        return
+    from buildtile.emulate import emulated
+
+    module = examples_for_the_emulator()["tiles"]
+    with emulated():
+        yield module
 
 
 def cuda(a: np.ndarray, dtype=None):
-    t = torch.from_numpy(np.ascontiguousarray(a)).to("cuda")
+    t = torch.from_numpy(np.ascontiguousarray(a)).to(_device["name"])
     return t if dtype is None else t.to(dtype)
 
 
 def nans(shape, dtype=torch.float32):
-    return torch.full((shape,) if isinstance(shape, int) else shape, float("nan"), dtype=dtype, device="cuda")
+    return torch.full((shape,) if isinstance(shape, int) else shape, float("nan"), dtype=dtype,
+                      device=_device["name"])
 
 
 def run(kernel, *args):
     """Launch on a fresh stream, wait for it, return the arrays of the launch's arguments."""
+    if _device["name"] == "cpu":
+        return [getattr(h, "array", h) for h in kernel(*args).sync_on(0)]
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     handles = kernel(*args).sync_on(stream)
@@ -60,14 +77,15 @@ def rand(shape, seed, scale=1.0):
 
 
 @pytest.mark.parametrize("tile_shape", [1024, 4096])
-@pytest.mark.parametrize("n", [1, 1000, 4096, 100_003, 4_000_037])
+@pytest.mark.parametrize("device,n", on_devices([1, 1000, 4096, 100_003, 4_000_037]))
 def test_add_matches_numpy(tiles, tile_shape, n):
     x, y = rand(n, 1), rand(n, 2)
     *_, z = run(tiles.add, cuda(x), cuda(y), tile.partition(nans(n), [tile_shape]))
     np.testing.assert_array_equal(host(z), x + y)
 
 
-def test_add_reads_strided_views(tiles):
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.gpu), "cpu"])
+def test_add_reads_strided_views(tiles, device):
     base = cuda(rand(20_001, 3))
     x, y = base[::2], base[1:10_002]          # a stride of 2; a pointer 4 bytes past alignment
     *_, z = run(tiles.add, x, y, tile.partition(nans(10_001), [1024]))
@@ -118,17 +136,16 @@ def test_softmax_on_the_tile_shape_the_runtime_picks(tiles, shape):
 
 
 @pytest.mark.parametrize("tile_shape", [[64, 64], [16, 256]])
-@pytest.mark.parametrize("shape", [(1, 1), (37, 1000), (1025, 33), (300, 513)])
+@pytest.mark.parametrize("device,shape", on_devices([(1, 1), (37, 1000), (1025, 33), (300, 513)]))
 def test_scale_bias_matches_numpy(tiles, tile_shape, shape):
     x, s, b = rand(shape, 4), rand(shape[1], 5), rand(shape[1], 6)
     *_, z = run(tiles.scale_bias, cuda(x), cuda(s), cuda(b), tile.partition(nans(shape), tile_shape))
     np.testing.assert_allclose(host(z), x * s + b, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("tile_shape,shape", [([1, 1024], (1, 1)), ([1, 1024], (257, 1000)),
-                                              ([1, 4096], (64, 4096)), ([1, 4096], (3, 2049)),
-                                              ([4, 256], (1023, 200)),
-                                              ([1, 1024], (33, 5000)), ([4, 256], (9, 1000))])   # rows wider than a tile
+@pytest.mark.parametrize("device,shape,tile_shape", on_devices([
+    [(1, 1), [1, 1024]], [(257, 1000), [1, 1024]], [(64, 4096), [1, 4096]], [(3, 2049), [1, 4096]],
+    [(1023, 200), [4, 256]], [(33, 5000), [1, 1024]], [(9, 1000), [4, 256]]]))   # rows wider than a tile
 def test_softmax_matches_numpy(tiles, tile_shape, shape):
     x = rand(shape, 7, scale=4)
     _, z = run(tiles.softmax, cuda(x), tile.partition(nans(shape), tile_shape))
@@ -136,9 +153,9 @@ def test_softmax_matches_numpy(tiles, tile_shape, shape):
     np.testing.assert_allclose(host(z), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("tile_shape,shape", [([1, 1024], (513, 1000)), ([1, 1024], (2, 1024)),
-                                              ([4, 256], (1001, 256)), ([4, 256], (5, 3)),
-                                              ([1, 1024], (7, 4000)), ([4, 256], (10, 1000))])   # rows wider than a tile
+@pytest.mark.parametrize("device,shape,tile_shape", on_devices([
+    [(513, 1000), [1, 1024]], [(2, 1024), [1, 1024]], [(1001, 256), [4, 256]], [(5, 3), [4, 256]],
+    [(7, 4000), [1, 1024]], [(10, 1000), [4, 256]]]))   # rows wider than a tile
 def test_layernorm_matches_numpy(tiles, tile_shape, shape):
     x, w, b = rand(shape, 8), rand(shape[1], 9), rand(shape[1], 10)
     *_, z = run(tiles.layernorm, cuda(x), cuda(w), cuda(b), 1e-5, tile.partition(nans(shape), tile_shape))
@@ -149,7 +166,7 @@ def test_layernorm_matches_numpy(tiles, tile_shape, shape):
 
 
 @pytest.mark.parametrize("tile_shape", [64, 16])
-@pytest.mark.parametrize("shape", [(1, 1), (37, 1000), (1025, 33), (100, 4099)])
+@pytest.mark.parametrize("device,shape", on_devices([(1, 1), (37, 1000), (1025, 33), (100, 4099)]))
 def test_row_sum_matches_numpy(tiles, tile_shape, shape):
     x = rand(shape, 11)
     _, z = run(tiles.row_sum, cuda(x), tile.partition(nans(shape[0]), [tile_shape]))
@@ -160,7 +177,7 @@ MATMUL_SHAPES = [(1, 1, 1), (70, 50, 45), (130, 136, 104), (1000, 777, 333), (25
 
 
 @pytest.mark.parametrize("tile_shape", [[128, 256], [128, 128], [64, 64]])
-@pytest.mark.parametrize("m,n,k", MATMUL_SHAPES)
+@pytest.mark.parametrize("device,m,n,k", on_devices([list(s) for s in MATMUL_SHAPES], cpu_max=70))
 @pytest.mark.parametrize("name,dtype", [("matmul_f16", torch.float16), ("matmul_bf16", torch.bfloat16)])
 def test_matmul_matches_numpy(tiles, name, dtype, tile_shape, m, n, k):
     a, b = cuda(rand((m, k), 12), dtype), cuda(rand((k, n), 13), dtype)
@@ -170,7 +187,8 @@ def test_matmul_matches_numpy(tiles, name, dtype, tile_shape, m, n, k):
     np.testing.assert_allclose(host(c), want, rtol=2 * eps, atol=2 * eps * math.sqrt(k))
 
 
-def test_matmul_reads_a_transposed_operand(tiles):
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.gpu), "cpu"])
+def test_matmul_reads_a_transposed_operand(tiles, device):
     a = cuda(rand((300, 200), 14), torch.float16)
     b = cuda(rand((150, 200), 15), torch.float16).t()                  # column-major (200, 150)
     *_, c = run(tiles.matmul_f16, a, b, tile.partition(nans((300, 150), torch.float16), [64, 64]))
@@ -189,48 +207,56 @@ def cases(tmp_path_factory):
         yield ops
 
 
+@pytest.mark.gpu
 def test_where_with_a_scalar_parameter(cases):
     x = rand(10_001, 20)
     *_, z = run(cases.relu_scaled, cuda(x), 0.5, tile.partition(nans(10_001), [256]))
     np.testing.assert_array_equal(host(z), np.where(x > 0, x * np.float32(0.5), 0))
 
 
+@pytest.mark.gpu
 def test_f16_arithmetic_rounds_like_numpy(cases):
     x = rand(5000, 21).astype(np.float16)
     _, z = run(cases.half_affine, cuda(x), tile.partition(nans(5000, torch.float16), [512]))
     np.testing.assert_array_equal(host(z), x * np.float16(2) + np.float16(1))
 
 
+@pytest.mark.gpu
 def test_integer_tiles_and_arange(cases):
     (z,) = run(cases.index_pattern, tile.partition(torch.full((3001,), -1, dtype=torch.int32, device="cuda"), [128]))
     idx = np.arange(3001)
     np.testing.assert_array_equal(host(z), idx * 3 % 7 + idx // 5 + 24)   # 24 tiles of 128
 
 
+@pytest.mark.gpu
 def test_transpose(cases):
     x = rand((300, 170), 22)
     _, z = run(cases.transpose, cuda(x), tile.partition(nans((170, 300)), [32, 64]))
     np.testing.assert_array_equal(host(z), x.T)
 
 
+@pytest.mark.gpu
 def test_reshape(cases):
     x = rand((100, 64), 23)
     _, z = run(cases.flatten, cuda(x), tile.partition(nans(6400), [1024]))
     np.testing.assert_array_equal(host(z), x.reshape(-1) + np.float32(0.5))
 
 
+@pytest.mark.gpu
 def test_three_dimensional_tiles(cases):
     x, y = rand((5, 19, 70), 24), rand((5, 19, 70), 25)
     *_, z = run(cases.add3d, cuda(x), cuda(y), tile.partition(nans((5, 19, 70)), [2, 8, 32]))
     np.testing.assert_array_equal(host(z), x - y)
 
 
+@pytest.mark.gpu
 def test_reduction_across_warps_in_a_loop(cases):
     x = rand((1000, 300), 26)
     _, z = run(cases.col_sum, cuda(x), tile.partition(nans(300), [64]))
     np.testing.assert_allclose(host(z), x.astype(np.float64).sum(axis=0), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("beta", [0.0, 2.0])
 def test_math_and_scalar_branches(cases, beta):
     x = rand(3000, 27)
@@ -239,6 +265,7 @@ def test_math_and_scalar_branches(cases, beta):
     np.testing.assert_allclose(host(z), want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.gpu
 def test_mma_of_computed_operands(cases):
     a = rand((300, 75), 28)
     b = cuda(rand((75, 100), 29), torch.bfloat16)

@@ -1,0 +1,237 @@
+"""Host IR compiled for the CPU (llvmlite's LLJIT) and launched through ``runtime.c``.
+
+:class:`HostKernel` is one kernel entry ready to run: :meth:`HostKernel.launch`
+takes a launch configuration and the kernel's flat parameter values (in PTX
+parameter order, as a GPU launch packs them), tells the runtime where the
+launch's arrays are (from the manifest parameters: pointer, then extents and
+strides), runs every block, and raises the first check that failed as a BT
+diagnostic naming the kernel, the array and, where known, the source line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+from buildtile.emulate.hostir import EmulationError, HostIR
+from buildtile.interop.abi import DTYPES, SLICE_KINDS
+
+HERE = Path(__file__).parent
+
+#: the runtime's fault kinds (``enum`` of runtime.c), in order
+FAULTS = ("out_of_bounds", "two_writers", "partial_barrier", "uninit_shared", "misaligned", "unretired",
+          "overflow")
+#: BT code of each fault kind
+FAULT_CODES = {"out_of_bounds": "BT0800", "two_writers": "BT0801", "partial_barrier": "BT0802",
+               "uninit_shared": "BT0803", "misaligned": "BT0804", "unretired": "BT0806", "overflow": "BT0806"}
+
+#: llvm type -> struct format of a flat kernel parameter
+_FORMATS = {"ptr": "Q", "i64": "Q", "i32": "I", "i16": "H", "i8": "B", "i1": "B", "float": "f", "double": "d",
+            "half": "H", "bfloat": "H"}
+
+_MASKS = {"Q": 2**64 - 1, "I": 2**32 - 1, "H": 2**16 - 1, "B": 2**8 - 1}
+
+_launch_lock = threading.Lock()   # the runtime has one machine: one launch at a time
+
+
+class _Fault(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int64) for name in ("set", "site", "address", "size", "thread", "block", "other")]
+
+
+@lru_cache(maxsize=1)
+def runtime_library() -> ctypes.CDLL:
+    """``runtime.c`` compiled once per machine (cached by its text) and loaded."""
+    source = (HERE / "runtime.c").read_bytes()
+    cache = Path(os.environ.get("BUILDTILE_EMULATOR_CACHE", tempfile.gettempdir()))
+    out = cache / f"buildtile_emulator_{hashlib.sha256(source).hexdigest()[:16]}.so"
+    if not out.exists():
+        compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+        if compiler is None:
+            raise EmulationError("the CPU emulator needs a C compiler (cc, gcc or clang) to build its runtime",
+                                 code="BT0805", help="install a C compiler, e.g. `apt-get install gcc`")
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".{os.getpid()}.tmp.so")   # several processes may build it at once
+        subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-pthread", "-o", str(tmp), str(HERE / "runtime.c"), "-lm"],
+                       check=True, capture_output=True)
+        tmp.replace(out)
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.load_library_permanently(str(out))
+    lib = ctypes.CDLL(str(out))
+    lib.emu_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 8
+    lib.emu_region_add.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    lib.emu_shared_add.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+    return lib
+
+
+class HostKernel:
+    """One kernel entry compiled for the host.
+
+    ``name`` is the kernel's name for messages, ``params`` its manifest parameters
+    (``kind``, ``dtype``, ``rank``, ``name``), ``per_tile`` whether the owner of an
+    output element is a block (Tile kernels) rather than a thread (SIMT).
+    """
+
+    def __init__(self, host: HostIR, name: str, params: list[dict], *, per_tile: bool,
+                 source_file: str | None = None) -> None:
+        import llvmlite.binding as llvm
+
+        self.host = host
+        self.name = name
+        self.params = params
+        self.per_tile = per_tile
+        self.source_file = source_file
+        self.runtime = lib = runtime_library()
+        defined = _defined(host.text)
+        missing = sorted(n for n in host.runtime_calls if not hasattr(lib, n) and f"@{n}(" not in defined)
+        if missing:
+            raise EmulationError(
+                f"kernel `{name}` uses what the CPU emulator does not model: {', '.join(missing)}",
+                code="BT0805", help="run this kernel on a GPU, or extend buildtile/emulate/runtime.c")
+        self.jit = llvm.create_lljit_compiler()
+        builder = llvm.JITLibraryBuilder().add_ir(host.text).add_current_process().export_symbol("emu_entry")
+        for shared in host.shared_globals:
+            builder.export_symbol(shared)
+        smem = ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_smem"))
+        for external in host.dynamic_shared:
+            builder.import_symbol(external, smem)
+        for called in sorted(host.runtime_calls):
+            if hasattr(lib, called) and f"@{called}(" not in defined:
+                builder.import_symbol(called, ctypes.cast(getattr(lib, called), ctypes.c_void_p).value)
+        self.library = builder.link(self.jit, f"emu_{host.symbol}")
+        self.entry = self.library["emu_entry"]
+        self.shared = {name: (self.library[name], size) for name, size in host.shared_globals.items()}
+        self.formats = [_FORMATS[t] for t in host.param_types]
+
+    def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], dynamic_shared: int,
+               values: list) -> None:
+        """Run every block of the launch over the flat parameter ``values`` (arrays in place)."""
+        if len(values) != len(self.formats):
+            raise EmulationError(f"kernel `{self.name}` takes {len(self.formats)} flat parameters, "
+                                 f"got {len(values)}", code="BT0805")
+        cells = [ctypes.create_string_buffer(struct.pack("<" + f, v if f in "fd" else int(v) & _MASKS[f]), 8)
+                 for f, v in zip(self.formats, values)]
+        argv = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
+        lib = self.runtime
+        with _launch_lock:
+            ctypes.c_int.in_dll(lib, "emu_track_writers").value = 2 if self.per_tile else 1
+            lib.emu_regions_clear()
+            regions = self._regions(values)
+            for lo, hi, _ in regions:
+                lib.emu_region_add(lo, hi)
+            shared = [("dynamic shared memory", ctypes.addressof(ctypes.c_char.in_dll(lib, "emu_smem")),
+                       dynamic_shared)] if self.host.dynamic_shared and dynamic_shared else []
+            shared += [(name.rpartition("__shared_")[2], address, size) for name, (address, size) in self.shared.items()]
+            for _, address, size in shared:
+                lib.emu_shared_add(address, address + size)
+            rc = lib.emu_launch(self.entry, ctypes.addressof(argv), *grid, *block, dynamic_shared,
+                                int(self.host.threaded))
+            faults = (_Fault * len(FAULTS)).in_dll(lib, "emu_faults")
+            raised = [(kind, faults[k].site, faults[k].address, faults[k].size, faults[k].thread, faults[k].block,
+                       faults[k].other) for k, kind in enumerate(FAULTS) if faults[k].set]
+            lib.emu_regions_clear()
+        if rc != 0:
+            raise EmulationError(f"the CPU emulator cannot launch kernel `{self.name}` with block {block} "
+                                 f"and {dynamic_shared} bytes of dynamic shared memory", code="BT0805")
+        if raised:
+            raise self._fault_error(raised[0], regions, shared, block)
+
+    def _regions(self, values: list) -> list[tuple[int, int, str]]:
+        """(lo, hi, parameter name) of every array argument, from the flat values."""
+        regions, k = [], 0
+        for p in self.params:
+            kind = p["kind"]
+            if kind == "scalar":
+                k += 1
+                continue
+            itemsize = DTYPES[p["dtype"]][0]
+            ptr = values[k]
+            if kind in SLICE_KINDS:
+                extent = values[k + 1]
+                lo, hi = ptr, ptr + extent * itemsize
+                k += 2
+            else:
+                rank = p["rank"]
+                shape, strides = values[k + 1:k + 1 + rank], values[k + 1 + rank:k + 1 + 2 * rank]
+                k += 1 + 2 * rank
+                if 0 in shape:
+                    lo = hi = ptr
+                else:
+                    low = sum(s * (n - 1) for n, s in zip(shape, strides) if s < 0)
+                    high = sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0)
+                    lo, hi = ptr + low * itemsize, ptr + (high + 1) * itemsize
+            regions.append((lo, hi, p["name"]))
+        return regions
+
+    def _fault_error(self, fault, regions, shared, block) -> EmulationError:
+        kind, site, address, size, thread, blk, other = fault
+        where = self._where(site)
+        who = (f"block {blk}" if self.per_tile else f"thread {thread} of block {blk}")
+        code = FAULT_CODES[kind]
+        info = self.host.sites[site] if 0 <= site < len(self.host.sites) else None
+        access = f"{info.what} of {size} bytes" if info else f"access of {size} bytes"
+        if kind == "out_of_bounds":
+            if other == -2:
+                text = f"out-of-bounds shared memory {access} at {address:#x}: outside every shared variable"
+            elif other >= 0:
+                lo, hi, name = regions[other]
+                offset = address - lo
+                text = (f"out-of-bounds {access} of `{name}` at byte {offset} "
+                        f"({'before its start' if offset < 0 else f'past its end, {hi - lo} bytes'})")
+            else:
+                text = f"out-of-bounds {access} at {address:#x}: the launch has no arrays there"
+            return EmulationError(f"{text}, by {who} of kernel `{self.name}`{where}", code=code,
+                                  help="guard the access with the array's length (`if i < len(a):`)")
+        if kind == "two_writers":
+            name = next((n for lo, hi, n in regions if lo <= address < hi), "?")
+            lo = next((lo for lo, hi, n in regions if lo <= address < hi), address)
+            first = f"block {other}" if self.per_tile else (
+                f"thread {other % _threads(block)} of block {other // _threads(block)}")
+            return EmulationError(
+                f"two writers of one element: {who} wrote byte {address - lo} of `{name}`, which {first} "
+                f"had written, in kernel `{self.name}`{where}", code=code,
+                help="each element of an output has one owner: index it with the writer's own index")
+        if kind == "partial_barrier":
+            return EmulationError(
+                f"a barrier reached by part of the block: {other} thread(s) of block {blk} had returned when "
+                f"the others met at a barrier or warp collective in kernel `{self.name}`{where}", code=code,
+                help="every thread of the block must reach each `syncthreads()`: do not return before it")
+        if kind == "uninit_shared":
+            name = shared[other][0] if 0 <= other < len(shared) else "shared memory"
+            return EmulationError(
+                f"read of uninitialised shared memory: {who} read {size} bytes of `{name}` that no thread "
+                f"of the block had written, in kernel `{self.name}`{where}", code=code,
+                help="write shared memory before reading it, with a `syncthreads()` between")
+        if kind == "misaligned":
+            return EmulationError(
+                f"misaligned {access} at {address:#x} (a multiple of {size} is needed) by {who} of kernel "
+                f"`{self.name}`{where}", code=code, help="a vector access needs its own size's alignment")
+        return EmulationError(f"kernel `{self.name}` left cp.async copies unretired or kept too many in "
+                              f"flight ({kind})", code=code)
+
+    def _where(self, site: int) -> str:
+        if not 0 <= site < len(self.host.sites):
+            return ""
+        line = self.host.sites[site].line
+        if line is None:
+            return ""
+        return f" at {self.source_file}:{line}" if self.source_file else f" at line {line}"
+
+
+def _threads(block) -> int:
+    return block[0] * block[1] * block[2]
+
+
+def _defined(text: str) -> str:
+    """The ``define`` lines of ``text`` (functions the IR itself provides)."""
+    return "\n".join(line for line in text.splitlines() if line.startswith("define"))

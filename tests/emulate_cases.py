@@ -1,0 +1,52 @@
+"""SIMT kernels that break, inside ``simt.unsafe()``, a rule the GPU does not check; the CPU
+emulator reports each (tests/test_emulate_checks.py)."""
+
+from buildtile import simt
+from buildtile.types import DisjointSlice, Slice, f32
+
+
+@simt.kernel(block=64)
+def read_past_end(x: Slice[f32], out: DisjointSlice[f32]):
+    i = simt.index_1d()
+    with simt.unsafe():
+        out[i] = x[i + 1]          # the last thread reads one element past the end of x
+
+
+@simt.kernel(block=64)
+def two_writers(out: DisjointSlice[f32]):
+    i = simt.index_1d()
+    with simt.unsafe():
+        out[i // 2] = 1.0          # threads 2k and 2k + 1 both write element k
+
+
+@simt.kernel(block=64)
+def barrier_after_return(x: Slice[f32], out: DisjointSlice[f32]):
+    i = simt.index_1d()
+    if simt.thread_idx.x >= 32:
+        return                     # half the block leaves before the barrier
+    with simt.unsafe():
+        simt.sync_threads()
+    out[i] = x[i]
+
+
+@simt.kernel(block=64)
+def reads_unwritten_shared(x: Slice[f32], out: DisjointSlice[f32]):
+    i = simt.index_1d()
+    t = simt.thread_idx.x
+    with simt.unsafe():
+        stage = simt.shared_array(f32, 64)
+        if t < 32:
+            stage[t] = x[i]        # only the first warp stages its values
+        simt.sync_threads()
+        out[i] = stage[t]          # the second warp reads shared memory nobody wrote
+
+
+@simt.kernel(block=64)
+def well_behaved(x: Slice[f32], out: DisjointSlice[f32]):
+    i = simt.index_1d()
+    t = simt.thread_idx.x
+    with simt.unsafe():
+        stage = simt.shared_array(f32, 64)
+        stage[t] = x[i]
+        simt.sync_threads()
+        out[i] = stage[63 - t]
