@@ -55,7 +55,7 @@ def main() -> None:
 
     # reduction: bytes read once. sum_total is one kernel (its aligned entry, 128-bit loads) that
     # adds each block's share into total with one atomic; sum_partials leaves one partial per block
-    # and torch sums those few thousand. Both grids fill the GPU: as many resident blocks as fit.
+    # and torch sums those few thousand. The grid fills the GPU: every block resident at once.
     from example_kernels import patterns
 
     # Small integers as f32: every partial sum is exact (far below 2**24), so the sums must equal the
@@ -63,7 +63,8 @@ def main() -> None:
     ints = torch.randint(-8, 9, (n,), device="cuda", dtype=torch.int32).to(torch.float32)
     exact = int(ints.to(torch.int64).sum().item())
     props = torch.cuda.get_device_properties(0)
-    blocks_per_sm = props.max_threads_per_multi_processor // patterns.REDUCE_BLOCK
+    # sum_total's contract (min_blocks) fits this many blocks on each SM, a full SM's threads
+    blocks_per_sm = min(patterns.SUM_BLOCKS_PER_SM, props.max_threads_per_multi_processor // patterns.REDUCE_BLOCK)
     grid = props.multi_processor_count * blocks_per_sm
     partial = torch.empty(grid, device="cuda")
     partials_launch = patterns.sum_partials.prepare(grid=grid)

@@ -12,6 +12,8 @@ import pytest
 from buildtile import compiler
 from buildtile.backend import CompileOptions
 from buildtile.config import load_project
+from buildtile.image_sizes import image_sizes
+from buildtile.inspect import describe
 
 OPTIONS = CompileOptions()
 
@@ -90,3 +92,8 @@ def test_the_manifest_lists_the_aligned_entry_with_its_images(tmp_path, monkeypa
     ptx = (out / aligned["artifacts"]["ptx"]["path"]).read_text()
     assert "ld.global.nc.v4" in ptx and f".entry {aligned['symbol']}(" in ptx
     assert "aligned" not in kernels["copy"] and "aligned" not in kernels["count"]
+    text = describe(str(tmp_path / "out" / "vk"))
+    assert "aligned entry, for data pointers aligned to 16 bytes:" in text
+    manifest = json.loads((out / "manifest.json").read_text())
+    both = kernels["sum4"]["artifacts"]["sm_80"]["size"] + aligned["artifacts"]["sm_80"]["size"]
+    assert image_sizes(manifest)["vk.ops.sum4"]["sm_80"] == both

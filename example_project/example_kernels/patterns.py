@@ -174,9 +174,12 @@ def sum_partials(x: Slice[f32], partial: DisjointSlice[f32]):
 #: from the aligned entry), and the loads each thread has in flight per step
 SUM_VECTOR = 4
 SUM_IN_FLIGHT = 4
+#: blocks of sum_total each SM keeps resident (2048 threads: a full SM); the register budget
+#: this leaves (32 per thread) still holds every load of a step
+SUM_BLOCKS_PER_SM = 8
 
 
-@simt.kernel(block=REDUCE_BLOCK, requires=["len(total) == 1"])
+@simt.kernel(block=REDUCE_BLOCK, min_blocks=SUM_BLOCKS_PER_SM, requires=["len(total) == 1"])
 def sum_total(x: Slice[f32], total: AtomicSlice[f32]):
     """total[0] += sum(x), in one kernel: each thread reads SUM_VECTOR consecutive elements
     per load, SUM_IN_FLIGHT loads per step over a grid-stride loop, then the block reduces
