@@ -172,11 +172,9 @@ class PreparedLaunch(_LaunchBase):
         if function.aligned is not None and pointers_aligned(values, self._pointers_at, function.align):
             function = function.aligned
         if self.shared_mem > function.shared_limit:
-            kernel.allow_shared_memory(function, self.shared_mem)
-            if plain.aligned is not None:   # the compiled way may launch either entry
-                for entry in (plain, plain.aligned):
-                    if self.shared_mem > entry.shared_limit:
-                        kernel.allow_shared_memory(entry, self.shared_mem)
+            for entry in (plain, plain.aligned):   # the compiled way may launch either entry
+                if entry is not None and self.shared_mem > entry.shared_limit:
+                    kernel.allow_shared_memory(entry, self.shared_mem)
         if waits:
             for producer in waits:
                 driver.stream_wait(function.context, handle, producer)

@@ -196,6 +196,7 @@ def sum_total(x: Slice[f32], total: AtomicSlice[f32]):
     acc1 = 0.0
     acc2 = 0.0
     acc3 = 0.0
+    # the body spells out SUM_IN_FLIGHT loads of SUM_VECTOR elements each
     while SUM_VECTOR * (g + (SUM_IN_FLIGHT - 1) * groups + 1) <= n:   # every load of the step in bounds
         a = SUM_VECTOR * g
         b = SUM_VECTOR * (g + groups)
