@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from buildtile.isolation import Returned, run_isolated
 from buildtile.toolchain.ptx import llvm_to_ptx
 
 #: the alignment the aligned entry assumes of every array argument's data pointer, in bytes
@@ -50,7 +51,14 @@ _PARAM_ALIGN = re.compile(r"(\.ptr \.global) \.align \d+")
 
 def ptx_differs(plain_ir: str, aligned_ir: str, symbol: str, opt_level: int) -> bool:
     """Whether the aligned entry's PTX is more than the plain entry's under another name and with
-    other declared parameter alignments."""
-    plain = llvm_to_ptx(plain_ir, _PROBE_TARGET, opt_level)
-    aligned = llvm_to_ptx(aligned_ir, _PROBE_TARGET, opt_level).replace(aligned_symbol(symbol), symbol)
-    return _PARAM_ALIGN.sub(r"\1", plain) != _PARAM_ALIGN.sub(r"\1", aligned)
+    other declared parameter alignments.
+
+    The two compile in a child process, as the build's jobs do: where LLVM aborts on the kernel
+    the answer is no, and the plain entry's job reports the crash with the kernel and target."""
+    def compare() -> bool:
+        plain = llvm_to_ptx(plain_ir, _PROBE_TARGET, opt_level)
+        aligned = llvm_to_ptx(aligned_ir, _PROBE_TARGET, opt_level).replace(aligned_symbol(symbol), symbol)
+        return _PARAM_ALIGN.sub(r"\1", plain) != _PARAM_ALIGN.sub(r"\1", aligned)
+
+    ((_, outcome),) = run_isolated([compare], 1)
+    return isinstance(outcome, Returned) and outcome.value
