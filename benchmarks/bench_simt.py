@@ -6,7 +6,9 @@ Run on a GPU machine after `pip install ./example_project`:
 
 Prints bandwidth (bytes read + written / time) of buildtile's vecadd next to
 torch `a + b` and a device-to-device copy (the hardware ceiling), and the
-ratio to each. Times are medians of CUDA-event timings after warm-up.
+ratio to each; then the sum of an f32 array of that size by sum_total (one kernel) and
+sum_partials (partials, then torch) next to torch.sum. Times are medians of
+CUDA-event timings after warm-up.
 """
 
 from __future__ import annotations
@@ -53,21 +55,30 @@ def main() -> None:
     ours = bw["buildtile vecadd"]
     print(f"ratio vs torch a+b: {ours / bw['torch a + b']:.3f}x   vs copy ceiling: {ours / bw['device copy (ceiling)']:.3f}x")
 
-    # reduction: bytes read once. sum_partials leaves one partial per block of a grid sized
-    # to fill the GPU; torch sums those few thousand, so both sides produce the full sum
+    # reduction: bytes read once. sum_total is one kernel (its aligned entry, 128-bit loads) that
+    # adds each block's share into total with one atomic; sum_partials leaves one partial per block
+    # and torch sums those few thousand. The grid fills the GPU: every block resident at once.
     from example_kernels import patterns
 
     # Small integers as f32: every partial sum is exact (far below 2**24), so the sums must equal the
     # exact total; a tolerance would let skipped elements through.
     ints = torch.randint(-8, 9, (n,), device="cuda", dtype=torch.int32).to(torch.float32)
     exact = int(ints.to(torch.int64).sum().item())
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    partial = torch.empty(sms * 8, device="cuda")
-    reduce_launch = patterns.sum_partials.prepare(grid=partial.numel())
+    props = torch.cuda.get_device_properties(0)
+    # sum_total's contract (min_blocks) fits this many blocks on each SM, a full SM's threads
+    blocks_per_sm = min(patterns.SUM_BLOCKS_PER_SM, props.max_threads_per_multi_processor // patterns.REDUCE_BLOCK)
+    grid = props.multi_processor_count * blocks_per_sm
+    partial = torch.empty(grid, device="cuda")
+    partials_launch = patterns.sum_partials.prepare(grid=grid)
+    total_launch = patterns.sum_total.prepare(grid=grid)
     total = torch.empty(1, device="cuda")
 
-    def buildtile_sum():
-        reduce_launch(ints, partial)
+    def buildtile_sum_total():
+        total.zero_()
+        total_launch(ints, total)
+
+    def buildtile_sum_partials():
+        partials_launch(ints, partial)
         torch.sum(partial, dim=0, keepdim=True, out=total)
 
     def torch_sum():
@@ -78,12 +89,17 @@ def main() -> None:
 
     partial.fill_(float("nan"))   # a sum_partials that never ran leaves a NaN total
     red = [("torch sum", time_checked_ms(torch, torch_sum, total, sums_to_exact("torch sum"))),
-           ("buildtile sum_partials", time_checked_ms(torch, buildtile_sum, total, sums_to_exact("sum_partials")))]
-    print(f"\nsum, f32, n = {n:,}")
+           ("buildtile sum_total", time_checked_ms(torch, buildtile_sum_total, total, sums_to_exact("sum_total"))),
+           ("buildtile sum_partials",
+            time_checked_ms(torch, buildtile_sum_partials, total, sums_to_exact("sum_partials")))]
+    aligned = "aligned entry" if ints.data_ptr() % 16 == 0 else "plain entry"
+    print(f"\nsum, f32, n = {n:,}; grid {grid} = {props.multi_processor_count} SMs x {blocks_per_sm} blocks "
+          f"({aligned})")
     for name, ms in red:
         print(f"{name:<24}{ms:>9.3f}{n * 4 / ms / 1e9:>9.2f}")
-    print(f"ratio vs torch sum: {red[0][1] / red[1][1]:.3f}x   vs copy ceiling: "
-          f"{(n * 4 / red[1][1] / 1e9) / bw['device copy (ceiling)']:.3f}x")
+    for name, ms in red[1:]:
+        print(f"{name}: ratio vs torch sum: {red[0][1] / ms:.3f}x   vs copy ceiling: "
+              f"{(n * 4 / ms / 1e9) / bw['device copy (ceiling)']:.3f}x")
 
 
 def _assert(ok: bool, message: str) -> None:

@@ -85,6 +85,9 @@ class CompileEntry:
     label: str = ""
     #: a tile specialisation's manifest record, less its ``artifacts``; None for a kernel's only entry
     specialization: dict | None = None
+    #: bytes every array argument's data pointer is aligned to for the host to launch this entry
+    #: rather than its kernel's first (manifest ``aligned``); 0 for an entry that assumes nothing
+    pointer_align: int = 0
 
 
 class BackendImpl(ABC):

@@ -252,6 +252,10 @@ def _record(project: Project, build: KernelBuild, jobs: dict[str, list[Job]], ta
     }
     if k.bounds_sites is not None:
         record["bounds_sites"] = k.bounds_sites
+    for entry in build.entries:
+        if entry.pointer_align:   # launched instead of the first entry when every data pointer is aligned
+            record["aligned"] = {"align": entry.pointer_align, "symbol": entry.symbol,
+                                 "artifacts": artifacts_of[entry.symbol]}
     if k.grid_param is not None:   # one compiled entry per tile shape
         record["tile"] = {
             "grid_param": k.grid_param,

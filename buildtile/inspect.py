@@ -50,11 +50,14 @@ def describe(target: str, as_json: bool = False) -> str:
         launch = ("one block per tile" if "tile" in k else
                   f"block={tuple(block)}" if block else "no contract: unsafe_launch only")
         out.append(f"\n{k['module']}.{k['name']}({params})  [{k['kind']}, {launch}]")
-        for spec in k.get("tile", {}).get("specializations", [{"artifacts": k["artifacts"]}]):
+        entries = k.get("tile", {}).get("specializations", [{"artifacts": k["artifacts"]}])
+        for spec in [*entries, *([k["aligned"]] if "aligned" in k else [])]:
             if "tile_shapes" in spec:
                 dtypes = f", dtypes {spec['dtypes']}" if spec.get("dtypes") else ""
                 out.append(f"  tile shapes {spec['tile_shapes']}{dtypes}: block {tuple(spec['block'])}, "
                            f"{spec['shared_bytes']} bytes of shared memory")
+            if "align" in spec:
+                out.append(f"  aligned entry, for data pointers aligned to {spec['align']} bytes:")
             for key, art in sorted(spec["artifacts"].items()):
                 out.append(f"    {key:<6} {art['kind']:<5} {sizes.get(art['path'], art.get('size', 0)):>8} bytes  "
                            f"sha256 {art['sha256'][:12]}")

@@ -146,6 +146,14 @@ def make_kernel_package(tmp_path, monkeypatch):
                 (root / "_buildtile" / path).write_bytes(data)
                 artifacts["ptx"] = {"kind": "ptx", "target": ptx, "path": path,
                                     "sha256": hashlib.sha256(data).hexdigest()}
+            aligned = None
+            if spec.get("aligned"):   # an aligned entry, as the build records one (manifest ``aligned``)
+                aligned_symbol = symbol + "__a16"
+                data = f"fake cubin of {aligned_symbol}".encode()
+                path = f"kernels/{aligned_symbol}.{targets[0]}.cubin"
+                (root / "_buildtile" / path).write_bytes(data)
+                aligned = {"align": 16, "symbol": aligned_symbol, "artifacts": {targets[0]: {
+                    "kind": "cubin", "path": path, "sha256": hashlib.sha256(data).hexdigest()}}}
             block = spec.get("block", (256, 1, 1))
             if isinstance(block, int):
                 block = (block, 1, 1)
@@ -167,6 +175,7 @@ def make_kernel_package(tmp_path, monkeypatch):
                     **({"cooperative": True} if spec.get("cooperative") else {}),
                 },
                 "artifacts": artifacts,
+                **({"aligned": aligned} if aligned else {}),
             })
         manifest = {
             "manifest_version": 1,

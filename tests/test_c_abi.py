@@ -1051,3 +1051,32 @@ def test_a_coarsened_kernel_launches_fewer_blocks_and_gets_the_logical_grid_last
     assert shim.vecadd(config(10), *vecadd_args(2500)) == 0, shim.last_error
     assert list(state.grid) == [3, 1, 1]       # ceil(10 / 4) launched blocks
     assert param_int(state, len(flat)) == 10
+
+
+@needs_cc
+def test_a_kernel_with_an_aligned_entry_launches_it_only_for_aligned_data_pointers(
+        fake_driver_path, tmp_path, monkeypatch):
+    (vecadd, ptx), *_ = support.example_kernels()
+    root = tmp_path / "aligned"
+    manifest = support.write_package(root, [(vecadd, ptx)])
+    symbol = vecadd["symbol"] + "__a16"
+    aligned_ptx = ptx.replace(vecadd["symbol"], symbol)
+    out = root / PKG / "_buildtile"
+    manifest["kernels"][0]["aligned"] = {"align": 16, "symbol": symbol, "artifacts": {
+        "sm_90": support._artifact(out, f"kernels/{symbol}.sm_90.cubin", support.fake_cubin(aligned_ptx, "sm_90"),
+                                   "cubin", support.ptx_isa_of(aligned_ptx))}}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    project = emit(manifest, out, root / "build", BuildtileSettings()).cmake_source_dir
+    lib = tmp_path / "libaligned.so"
+    run([CC, "-std=c11", *WARNINGS, "-fPIC", "-shared", "-I", project / "include", "-I", project / "src",
+         *sorted((project / "src").glob("*.c")), "-o", lib, "-ldl", "-lpthread"])
+    _, state = fresh_fake_driver(fake_driver_path, monkeypatch, devices=1)
+    shim = Shim(lib, manifest)
+    expect_params(state, shim.kernels["vecadd"])
+    assert shim.vecadd(config(4), *vecadd_args(1000)) == 0, shim.last_error
+    assert state.function == symbol.encode()
+    for a in (tensor(A + 4, [1000]), tensor(A, [1000], byte_offset=8)):   # x[1:], x[2:] of an aligned x
+        assert shim.vecadd(config(4), a, tensor(B, [1000]), tensor(C, [1000])) == 0, shim.last_error
+        assert state.function == vecadd["symbol"].encode()
+    assert shim.vecadd(config(4), *vecadd_args(1000)) == 0, shim.last_error
+    assert state.function == symbol.encode() and state.launches == 4

@@ -51,6 +51,15 @@ def specialization_launcher(spec: SpecializationRecord) -> str:
 
 
 @dataclass(frozen=True)
+class AlignedEntry:
+    """A SIMT kernel's entry for arguments whose data pointers are all ``align``-byte aligned."""
+
+    symbol: str
+    align: int
+    images: tuple[Image, ...]
+
+
+@dataclass(frozen=True)
 class Kernel:
     name: str          # "vecadd"
     module: str        # "example_kernels.ops"
@@ -68,6 +77,8 @@ class Kernel:
     images_of: dict[str, tuple[Image, ...]] = field(default_factory=dict)
     coarsen: int = 1                     # logical blocks per launched block (abi.launch_extras)
     cooperative: bool = False            # launched with every block resident (simt.grid_sync)
+    #: launched instead of ``symbol`` when every buffer's data pointer is aligned (manifest ``aligned``)
+    aligned: AlignedEntry | None = None
 
     @property
     def qualname(self) -> str:
@@ -98,6 +109,8 @@ class Kernel:
         """(PTX entry name, images holding it) of everything this kernel launches."""
         if self.tile is not None:
             return tuple((s.symbol, self.images_of[s.symbol]) for s in self.tile.specializations)
+        if self.aligned is not None:
+            return ((self.symbol, self.images), (self.aligned.symbol, self.aligned.images))
         return ((self.symbol, self.images),)
 
     @property
@@ -154,6 +167,12 @@ def _c_kernel(record: KernelRecord, package_out: Path) -> Kernel:
         if not _IDENTIFIER.fullmatch(spec.symbol):
             raise malformed(where, f"symbol {spec.symbol!r} is not an ASCII identifier usable in C")
         images_of[spec.symbol] = _read_images(spec.artifacts, package_out, f"{where}, specialization {spec.describe()}")
+    aligned = None
+    if record.aligned is not None:
+        if not _IDENTIFIER.fullmatch(record.aligned.symbol):
+            raise malformed(where, f"symbol {record.aligned.symbol!r} is not an ASCII identifier usable in C")
+        aligned = AlignedEntry(record.aligned.symbol, record.aligned.align,
+                               _read_images(record.aligned.artifacts, package_out, f"{where}, aligned entry"))
     min_cc = contract.min_compute_capability
     return Kernel(
         name=record.name,
@@ -171,6 +190,7 @@ def _c_kernel(record: KernelRecord, package_out: Path) -> Kernel:
         coarsen=contract.coarsen,
         cooperative=contract.cooperative,
         images_of=images_of,
+        aligned=aligned,
     )
 
 

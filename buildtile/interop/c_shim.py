@@ -63,7 +63,8 @@ def generate_shim(package: Package) -> str:
         if kernel.tile is not None:
             parts.append(tile_kernel(i, kernel, module_of))
         else:
-            parts.append(_kernel(i, kernel, *module_of[kernel.symbol]))
+            aligned = module_of[kernel.aligned.symbol] if kernel.aligned is not None else None
+            parts.append(_kernel(i, kernel, *module_of[kernel.symbol], aligned))
     return "\n".join(parts)
 
 
@@ -115,7 +116,23 @@ def _images_table(m: int, images: tuple[Image, ...], data) -> list[str]:
     return out + ["};"]
 
 
-def _kernel(i: int, kernel: Kernel, module: int, index: int) -> str:
+def _kernel_struct(var: str, kernel: Kernel, i: int, module: int, index: int) -> list[str]:
+    """The ``bt_kernel`` named ``var``: entry ``index`` of ``bt_module_<module>`` with ``kernel``'s contract."""
+    block = kernel.block or (0, 0, 0)
+    buffers = kernel.buffers
+    return [
+        f"static const bt_kernel {var} = {{",
+        f"    &bt_module_{module}, {index}, {string_literal(kernel.qualname)},",
+        (f"    {{{block[0]}, {block[1]}, {block[2]}}}, {kernel.index_dims}, {kernel.dynamic_shared}u, "
+         f"{kernel.coarsen}u, {kernel.min_cc or 0},"),
+        f"    {f'bt_buffers_{i}' if buffers else 'NULL'}, {len(buffers)}, {int(kernel.cooperative)},",
+        "};",
+        "",
+    ]
+
+
+def _kernel(i: int, kernel: Kernel, module: int, index: int, aligned: tuple[int, int] | None = None) -> str:
+    """A SIMT kernel's description and launcher; ``aligned``: (module, index) of its aligned entry."""
     var = f"bt_kernel_{i}"
     buffers = kernel.buffers
     out = [block_comment(signature_comment(kernel))]
@@ -129,15 +146,10 @@ def _kernel(i: int, kernel: Kernel, module: int, index: int) -> str:
                 f"{string_literal(p.type_text)}}},"
             )
         out.append("};")
-    block = kernel.block or (0, 0, 0)
+    out += _kernel_struct(var, kernel, i, module, index)
+    if aligned is not None and buffers:   # the same kernel and contract, its entry compiled for aligned pointers
+        out += _kernel_struct(f"{var}_aligned", kernel, i, *aligned)
     out += [
-        f"static const bt_kernel {var} = {{",
-        f"    &bt_module_{module}, {index}, {string_literal(kernel.qualname)},",
-        (f"    {{{block[0]}, {block[1]}, {block[2]}}}, {kernel.index_dims}, {kernel.dynamic_shared}u, "
-         f"{kernel.coarsen}u, {kernel.min_cc or 0},"),
-        f"    {f'bt_buffers_{i}' if buffers else 'NULL'}, {len(buffers)}, {int(kernel.cooperative)},",
-        "};",
-        "",
         f"BUILDTILE_API {launcher_prototype(kernel, arg_prefix=ARG_PREFIX)}",
         "{",
     ]
@@ -159,5 +171,8 @@ def _kernel(i: int, kernel: Kernel, module: int, index: int) -> str:
     for req in kernel.requires:
         out.append(relation_check(req, kernel, var, ARG_PREFIX))
     out += params_array(kernel, ARG_PREFIX)
-    out += [f"    return bt_launch(&{var}, cfg, {block_arg}, args, params);", "}", ""]
+    entry = f"&{var}"
+    if aligned is not None and buffers:
+        entry = (f"bt_pointers_aligned(args, {len(buffers)}, {kernel.aligned.align}u) ? &{var}_aligned : &{var}")
+    out += [f"    return bt_launch({entry}, cfg, {block_arg}, args, params);", "}", ""]
     return "\n".join(out)

@@ -52,6 +52,20 @@ package's sources (``buildtile build``, an editable install), also records
 each kernel module with the ``sha256`` its kernels were built from, so an
 edited kernel is never launched from its old build.
 
+A SIMT kernel with array parameters may also have an aligned entry: the same
+code, with every array argument's data pointer declared 16-byte aligned, so
+that a thread's consecutive reads become vector loads. The build keeps it
+only where its PTX differs from the plain entry's::
+
+          "aligned": {
+            "align": 16,                                   # bytes every array data pointer is aligned to
+            "symbol": "example_kernels_ops__vecadd__a16",
+            "artifacts": {...}                             # as above
+          }
+
+A host launches it when every array argument's data pointer is a multiple
+of ``align``, and the kernel's ``symbol`` otherwise (a view such as ``x[1:]``).
+
 Tile kernels (``"kind": "tile"``) have the same record, plus::
 
           "params": [
@@ -338,6 +352,15 @@ class SpecializationRecord:
 
 
 @dataclass(frozen=True)
+class AlignedEntryRecord:
+    """A SIMT kernel's entry for arguments whose array data pointers are all ``align``-byte aligned."""
+
+    align: int
+    symbol: str
+    artifacts: tuple[ArtifactRecord, ...]
+
+
+@dataclass(frozen=True)
 class TileRecord:
     """What a Tile kernel's record adds: the grid output and the specializations."""
 
@@ -388,6 +411,7 @@ class KernelRecord:
     bounds_sites: tuple                     # debug builds: what each checked read is (bounds.py)
     where: str                              # file and key, for the messages of readers
     source: SourceRecord | None = None      # None in manifests that predate it
+    aligned: AlignedEntryRecord | None = None   # launched when every array data pointer is aligned
 
     @property
     def qualname(self) -> str:
@@ -402,6 +426,8 @@ class KernelRecord:
         """(PTX entry name, its images) of everything this kernel launches."""
         if self.tile is not None:
             return tuple((s.symbol, s.artifacts) for s in self.tile.specializations)
+        if self.aligned is not None:
+            return ((self.symbol, self.artifacts), (self.aligned.symbol, self.aligned.artifacts))
         return ((self.symbol, self.artifacts),)
 
     def param_dicts(self) -> list[dict]:
@@ -503,7 +529,23 @@ def _kernel(raw: object, where: str) -> KernelRecord:
     if not isinstance(sites, list):
         raise malformed(f"{where}, bounds_sites", "expected a list")
     source = _source(raw.get("source"), f"{where}, source")
-    return KernelRecord(name, module, symbol, kind, params, contract, artifacts, tile, tuple(sites), where, source)
+    aligned = _aligned(raw.get("aligned"), f"{where}, aligned") if kind == "simt" else None
+    return KernelRecord(name, module, symbol, kind, params, contract, artifacts, tile, tuple(sites), where, source,
+                        aligned)
+
+
+def _aligned(raw: object, where: str) -> AlignedEntryRecord | None:
+    """A SIMT kernel's aligned entry; None when the record has none."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise malformed(where, "expected an object")
+    align, symbol = raw.get("align"), raw.get("symbol")
+    if isinstance(align, bool) or not isinstance(align, int) or align < 2 or align & (align - 1):
+        raise malformed(f"{where}.align", f"aligned.align is {align!r}; expected a power of two")
+    if not isinstance(symbol, str) or not symbol.isidentifier():
+        raise malformed(f"{where}.symbol", "aligned.symbol is missing or not an identifier")
+    return AlignedEntryRecord(align, symbol, _artifacts(raw.get("artifacts"), f"{where}.artifacts"))
 
 
 def _source(raw: object, where: str) -> SourceRecord | None:

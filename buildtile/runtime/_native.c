@@ -784,6 +784,13 @@ typedef struct {
     Py_ssize_t min_size;       /* packed bytes shorter than this are not the kernel's */
     PyObject* last_values;     /* the last values packed, and their bytes */
     PyObject* last_packed;
+    /* a kernel with an aligned entry (_arm_aligned): `aligned_function` is launched instead of
+       `plain_function` when every value at aligned_at[0 .. aligned_count) is a multiple of `align` */
+    void* plain_function;
+    void* aligned_function;
+    unsigned long long align;
+    Py_ssize_t aligned_count;
+    Py_ssize_t* aligned_at;
 } FastLaunch;
 
 static void disarm(FastLaunch* self)
@@ -801,6 +808,30 @@ static void disarm(FastLaunch* self)
     PyMem_Free(self->offsets);
     self->offsets = NULL;
     self->count = 0;
+    PyMem_Free(self->aligned_at);
+    self->aligned_at = NULL;
+    self->aligned_count = 0;
+    self->plain_function = self->aligned_function = NULL;
+}
+
+/* The function to launch with `values`: the aligned entry when every data pointer is aligned. */
+static void* function_for_values(FastLaunch* self, PyObject* values, void* armed)
+{
+    if (self->aligned_count == 0)
+        return armed;
+    for (Py_ssize_t k = 0; k < self->aligned_count; ++k) {
+        Py_ssize_t at = self->aligned_at[k];
+        if (at >= PyTuple_GET_SIZE(values))
+            return self->plain_function;
+        unsigned long long pointer = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(values, at));
+        if (pointer == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return self->plain_function;
+        }
+        if (pointer % self->align)
+            return self->plain_function;
+    }
+    return self->aligned_function;
 }
 
 /* The way of the Python methods: self._launch(args, stream, bound). */
@@ -851,7 +882,7 @@ static PyObject* armed_launch(FastLaunch* self, PyObject* bound, PyObject* strea
     /* copies, taken where the caller compared the device: another thread may re-arm this launch
        for another device while packing runs Python code or the GIL is released for the launch
        (the packing, offsets and config are the prepared launch's own, the same in every arming) */
-    void *context = self->context, *function = self->function;
+    void *context = self->context, *function = function_for_values(self, PyTuple_GET_ITEM(bound, 0), self->function);
     PyObject* device = Py_NewRef(self->device);
     PyObject* packed = packed_for(self, PyTuple_GET_ITEM(bound, 0));
     if (packed == NULL) {
@@ -1056,6 +1087,54 @@ static PyObject* fast_launch_arm(PyObject* object, PyObject* const* args, Py_ssi
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(arm_aligned_doc,
+    "_arm_aligned(plain, aligned, positions, align)\n\n"
+    "After _arm(): launch the function address `aligned` when every bound value at `positions`\n"
+    "(the array data pointers) is a multiple of `align`, else the function address `plain`.");
+
+static PyObject* fast_launch_arm_aligned(PyObject* object, PyObject* const* args, Py_ssize_t nargs)
+{
+    FastLaunch* self = (FastLaunch*)object;
+    void *plain, *aligned;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "_arm_aligned() takes 4 arguments");
+        return NULL;
+    }
+    if (self->epoch == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "_arm_aligned() before _arm()");
+        return NULL;
+    }
+    if (as_address(args[0], &plain) < 0 || as_address(args[1], &aligned) < 0)
+        return NULL;
+    unsigned long long align = PyLong_AsUnsignedLongLong(args[3]);
+    if (align == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) == 0 || align == 0) {
+        PyErr_SetString(PyExc_ValueError, "_arm_aligned(): positions must be a non-empty tuple and align positive");
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(args[2]);
+    Py_ssize_t* at = PyMem_Malloc((size_t)count * sizeof(Py_ssize_t));
+    if (at == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t k = 0; k < count; ++k) {
+        at[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(args[2], k));
+        if (at[k] < 0) {
+            PyMem_Free(at);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "_arm_aligned(): a position is negative");
+            return NULL;
+        }
+    }
+    PyMem_Free(self->aligned_at);
+    self->aligned_at = at;
+    self->aligned_count = count;
+    self->plain_function = plain;
+    self->aligned_function = aligned;
+    self->align = align;
+    Py_RETURN_NONE;
+}
+
 static PyObject* fast_launch_disarm(PyObject* self, PyObject* unused)
 {
     disarm((FastLaunch*)self);
@@ -1112,6 +1191,7 @@ static void fast_launch_dealloc(PyObject* self)
 
 static PyMethodDef fast_launch_methods[] = {
     {"_arm", (PyCFunction)(void (*)(void))fast_launch_arm, METH_FASTCALL, arm_doc},
+    {"_arm_aligned", (PyCFunction)(void (*)(void))fast_launch_arm_aligned, METH_FASTCALL, arm_aligned_doc},
     {"_disarm", fast_launch_disarm, METH_NOARGS, "Launch through the Python methods again."},
     {"_armed", fast_launch_armed, METH_NOARGS, "Whether a call may launch without the Python methods."},
     {NULL, NULL, 0, NULL},

@@ -158,8 +158,13 @@ class Kernel(ManifestBound):
         check_compute_capability(signature.contract, signature.name, device, ctx.capability)
         record = self.manifest_record
         function = self.package.load_function(driver, ctx, record, record.symbol, record.artifacts)
-        if signature.contract.dynamic_shared > function.shared_limit:
-            self.allow_shared_memory(function, signature.contract.dynamic_shared)
+        if record.aligned is not None:
+            function.aligned = self.package.load_function(driver, ctx, record, record.aligned.symbol,
+                                                          record.aligned.artifacts)
+            function.align = record.aligned.align
+        for loaded in (function, function.aligned):
+            if loaded is not None and signature.contract.dynamic_shared > loaded.shared_limit:
+                self.allow_shared_memory(loaded, signature.contract.dynamic_shared)
         return function
 
     @staticmethod

@@ -33,6 +33,7 @@ import struct
 from buildtile.errors import ContractError, TypeMismatchError
 from buildtile.interop.abi import launch_extras
 from buildtile.runtime import bounds
+from buildtile.runtime.alignment import data_pointer_positions, pointers_aligned
 from buildtile.runtime import driver as _driver_module
 from buildtile.runtime.contract import check_launch_config, check_unsafe_config
 from buildtile.runtime.cooperative import check_co_resident
@@ -97,7 +98,7 @@ class PreparedLaunch(_LaunchBase):
 
     __slots__ = (
         "kernel", "grid", "block", "shared_mem", "unsafe",
-        "_signature", "_bind", "_pack", "_extras", "_offsets", "_last", "_config", "_cooperative",
+        "_signature", "_bind", "_pack", "_extras", "_offsets", "_last", "_config", "_cooperative", "_pointers_at",
     )
 
     def __new__(cls, token: object, *args, **kwargs):
@@ -133,6 +134,8 @@ class PreparedLaunch(_LaunchBase):
         # (values, their packed bytes) of the last launch: a launch that repeats its arguments
         # reuses the bytes. One tuple, swapped whole, so threads never see a torn pair.
         _set(self, "_last", (None, b""))
+        #: where the array data pointers sit in the bound values (which entry to launch)
+        _set(self, "_pointers_at", data_pointer_positions(signature.params))
 
     def __setattr__(self, name: str, value) -> None:
         raise ContractError(
@@ -175,8 +178,13 @@ class PreparedLaunch(_LaunchBase):
         hot_device, function = kernel.hot
         if device != hot_device:
             function = kernel.function_for(device)
+        plain = function
+        if function.aligned is not None and pointers_aligned(values, self._pointers_at, function.align):
+            function = function.aligned
         if self.shared_mem > function.shared_limit:
-            kernel.allow_shared_memory(function, self.shared_mem)
+            for entry in (plain, plain.aligned):   # the compiled way may launch either entry
+                if entry is not None and self.shared_mem > entry.shared_limit:
+                    kernel.allow_shared_memory(entry, self.shared_mem)
         if waits:
             for producer in waits:
                 driver.stream_wait(function.context, handle, producer)
@@ -200,6 +208,10 @@ class PreparedLaunch(_LaunchBase):
             if target is not None and bound_device is not None and not waits:
                 self._arm(self._bind, bound_device, *target, self._config, self._offsets, self._pack,
                           self._extras, stream_handle, current_stream_source(args))
+                if plain.aligned is not None:
+                    self._arm_aligned(driver.native_target(plain.context, plain.handle)[1],
+                                      driver.native_target(plain.context, plain.aligned.handle)[1],
+                                      self._pointers_at, plain.align)
             else:
                 self._disarm()
 

@@ -43,6 +43,10 @@ class KernelFunction:
     image: ImageChoice
     #: bytes of dynamic shared memory the function is allowed to use
     shared_limit: int = DEFAULT_DYNAMIC_SHARED_LIMIT
+    #: the kernel's aligned entry in the same context (manifest ``aligned``), launched instead of
+    #: this one when every array data pointer is a multiple of ``align`` (runtime/alignment.py)
+    aligned: KernelFunction | None = None
+    align: int = 0
 
 
 class PackageRuntime:

@@ -170,6 +170,61 @@ def sum_partials(x: Slice[f32], partial: DisjointSlice[f32]):
                 partial[simt.block_idx.x] = total
 
 
+#: consecutive elements each thread of sum_total reads per load (one 128-bit load of f32
+#: from the aligned entry), and the loads each thread has in flight per step
+SUM_VECTOR = 4
+SUM_IN_FLIGHT = 4
+#: blocks of sum_total each SM keeps resident (2048 threads: a full SM); the register budget
+#: this leaves (32 per thread) still holds every load of a step
+SUM_BLOCKS_PER_SM = 8
+
+
+@simt.kernel(block=REDUCE_BLOCK, min_blocks=SUM_BLOCKS_PER_SM, requires=["len(total) == 1"])
+def sum_total(x: Slice[f32], total: AtomicSlice[f32]):
+    """total[0] += sum(x), in one kernel: each thread reads SUM_VECTOR consecutive elements
+    per load, SUM_IN_FLIGHT loads per step over a grid-stride loop, then the block reduces
+    its threads (warp shuffles, shared memory) and adds its share with one atomic.
+
+    Reads of consecutive elements become 128-bit loads in the aligned entry, which the host
+    launches whenever ``x``'s data is 16-byte aligned; a misaligned view gives the same sum."""
+    n = len(x)
+    # thread t's load j of a step reads group g = t + j * groups of SUM_VECTOR elements; the
+    # group's first element is SUM_VECTOR * g, a product the compiler sees is 16-byte aligned
+    groups = simt.grid_dim.x * REDUCE_BLOCK
+    g = simt.block_idx.x * REDUCE_BLOCK + simt.thread_idx.x
+    acc0 = 0.0
+    acc1 = 0.0
+    acc2 = 0.0
+    acc3 = 0.0
+    # the body spells out SUM_IN_FLIGHT loads of SUM_VECTOR elements each
+    while SUM_VECTOR * (g + (SUM_IN_FLIGHT - 1) * groups + 1) <= n:   # every load of the step in bounds
+        a = SUM_VECTOR * g
+        b = SUM_VECTOR * (g + groups)
+        c = SUM_VECTOR * (g + 2 * groups)
+        d = SUM_VECTOR * (g + 3 * groups)
+        acc0 += (x[a] + x[a + 1]) + (x[a + 2] + x[a + 3])
+        acc1 += (x[b] + x[b + 1]) + (x[b + 2] + x[b + 3])
+        acc2 += (x[c] + x[c + 1]) + (x[c + 2] + x[c + 3])
+        acc3 += (x[d] + x[d + 1]) + (x[d + 2] + x[d + 3])
+        g += SUM_IN_FLIGHT * groups
+    k = SUM_VECTOR * g
+    while k < n:                                               # the ragged end, element by element
+        for j in range(SUM_VECTOR):
+            if k + j < n:
+                acc0 += x[k + j]
+        k += SUM_VECTOR * groups
+    v = warp_sum((acc0 + acc1) + (acc2 + acc3))
+    with simt.unsafe():
+        warp_totals = simt.shared_array(f32, WARPS)
+        if simt.lane_id() == 0:
+            warp_totals[simt.warp_id()] = v
+        simt.sync_threads()
+        if simt.warp_id() == 0:
+            block_total = warp_sum(warp_totals[simt.lane_id()] if simt.lane_id() < WARPS else 0.0)
+            if simt.lane_id() == 0:
+                total.atomic_add(0, block_total)
+
+
 @simt.kernel(block=REDUCE_BLOCK, dynamic_shared=REDUCE_BLOCK * 4)
 def reverse_blocks(x: Slice[f32], out: DisjointSlice[f32]):
     """Each block's chunk of x, reversed, staged through dynamic shared memory."""

@@ -450,6 +450,12 @@ void patterns_sum_partials(const Job& j, void* stream)
     patterns::sum_partials({j.grid, stream}, in<float>(x), out<float>(partial));
 }
 
+void patterns_sum_total(const Job& j, void* stream)
+{
+    const Arg &x = j.arg(0, "x"), &total = j.arg(1, "total");
+    patterns::sum_total({j.grid, stream}, in<float>(x), out<float>(total));  // adds into total, any grid
+}
+
 void patterns_reverse_blocks(const Job& j, void* stream)
 {
     const Arg &x = j.arg(0, "x"), &o = j.arg(1, "out");
@@ -627,6 +633,7 @@ const std::map<std::string, Runner>& runners()
         {"patterns.softmax_rows", patterns_softmax_rows},
         {"patterns.laplacian_3d", patterns_laplacian_3d},
         {"patterns.sum_partials", patterns_sum_partials},
+        {"patterns.sum_total", patterns_sum_total},
         {"patterns.reverse_blocks", patterns_reverse_blocks},
         {"cooperative.normalized_histogram", cooperative_normalized_histogram},
         {"numbers.rotate_phase", numbers_rotate_phase},

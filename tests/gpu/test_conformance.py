@@ -12,7 +12,8 @@ wrappers of example_kernels/kernels.hpp. Then, for every job:
 - every array argument, inputs included, holds the same bytes in both hosts
   afterwards: the same images run on the same bytes with the same grid, so
   even floating-point results are bit-identical. The only atomics are
-  histogram's u32 increments, whose sum does not depend on their order; the
+  histogram's u32 increments, whose sum does not depend on their order, and
+  sum_total's f32 adds of small integers, exact in any order; the
   float reductions (block_sum, sum_partials, softmax_rows, the tile
   reductions) combine values in a fixed order of shuffles and shared memory,
   with no atomics, so they are deterministic too;
@@ -261,6 +262,9 @@ def make_jobs(seed: int = 2024) -> list[Job]:
                     [arr("x", whole), arr("partial", poison(parts, "f32"))],
                     exact("partial", padded.reshape(-1, parts, 256).sum(axis=(0, 2)).astype(np.float32)),
                     grid=(parts, 1, 1)))
+    jobs.append(Job("patterns.sum_total", "patterns.sum_total",
+                    [arr("x", whole), arr("total", np.zeros(1, np.float32))],
+                    exact("total", np.array([whole.astype(np.float64).sum()], np.float32)), grid=(parts, 1, 1)))
     r = 65_536 + 17
     rx = randn(r)
     rpad = np.zeros(-(-r // 256) * 256, np.float32)

@@ -115,6 +115,27 @@ def test_sum_partials_adds_up_to_the_total(patterns, n, blocks):
     assert host(partial).astype(np.float64).sum() == x.astype(np.float64).sum()
 
 
+@pytest.mark.parametrize("n,blocks", [(1, 1), (3, 1), (1001, 2), (1_000_003, 7), (4_000_037, 264), (1 << 22, 1056)])
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_sum_total_matches_numpy_at_ragged_sizes_and_misaligned_views(patterns, n, blocks, offset):
+    # small integers: every partial sum is exact in f32, so the total must equal NumPy's exactly;
+    # x[offset:] of an aligned tensor launches the plain entry when offset is not a multiple of 4
+    x = np.random.default_rng(n + offset).integers(-8, 9, n + offset).astype(np.float32)
+    view = cuda(x)[offset:]
+    assert (view.data_ptr() % 16 == 0) == (offset == 0)
+    total = cuda(np.zeros(1, np.float32))
+    patterns.sum_total[blocks](view, total)
+    assert host(total)[0] == x[offset:].astype(np.float64).sum()
+
+
+def test_sum_total_adds_to_what_total_holds(patterns):
+    x = np.arange(-500, 523, dtype=np.float32)
+    total = cuda(np.array([7.0], np.float32))
+    patterns.sum_total[3](cuda(x), total)
+    patterns.sum_total[5](cuda(x), total)
+    assert host(total)[0] == 7.0 + 2 * x.astype(np.float64).sum()
+
+
 @pytest.mark.parametrize("device,n", on_devices([256, 1000, 65_536 + 17]))
 def test_reverse_blocks_through_dynamic_shared_memory(patterns, n):
     x = np.random.default_rng(n).standard_normal(n).astype(np.float32)

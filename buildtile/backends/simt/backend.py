@@ -13,7 +13,7 @@ from buildtile.diagnostics import Diagnostic, Span
 from buildtile.errors import CompileError
 from buildtile.interop.abi import mangle
 from buildtile.toolchain.ptx import llvm_to_ptx
-from buildtile.backends.simt import frontend, intrinsics, ir, lower, ownership
+from buildtile.backends.simt import aligned, frontend, intrinsics, ir, lower, ownership
 from buildtile.backends.simt.types import Scalar, param_facts, param_kind_name
 
 
@@ -68,7 +68,8 @@ class SimtBackend(BackendImpl):
         )
 
     def entries(self, kernel: AnalyzedKernel, options: CompileOptions) -> list[CompileEntry]:
-        return [CompileEntry(kernel.symbol, self.llvm_ir(kernel, options))]
+        plain = CompileEntry(kernel.symbol, self.llvm_ir(kernel, options))
+        return [plain, *aligned_entries(kernel, plain, options)]
 
     def typed_ir(self, kernel: AnalyzedKernel, entry: CompileEntry) -> str:
         return pprint.pformat(kernel.ir, width=110)
@@ -83,6 +84,18 @@ class SimtBackend(BackendImpl):
     def to_ptx(self, kernel: AnalyzedKernel, target: str, options: CompileOptions) -> str:
         """The kernel's PTX for one target, as the build makes it (for tests and benchmarks)."""
         return llvm_to_ptx(self.llvm_ir(kernel, options), target, options.opt_level)
+
+
+def aligned_entries(kernel: AnalyzedKernel, plain: CompileEntry, options: CompileOptions) -> list[CompileEntry]:
+    """The kernel's aligned entry (see :mod:`.aligned`), when its PTX differs from ``plain``'s."""
+    arrays = [p["name"] for p in kernel.params if p["kind"] != "scalar"]
+    if not arrays or options.opt_level == 0:
+        return []
+    ir_text = aligned.aligned_llvm_ir(plain.llvm_ir, kernel.symbol, arrays)
+    if not aligned.ptx_differs(plain.llvm_ir, ir_text, kernel.symbol, options.opt_level):
+        return []
+    return [CompileEntry(aligned.aligned_symbol(kernel.symbol), ir_text, label="aligned",
+                         pointer_align=aligned.POINTER_ALIGN)]
 
 
 #: logical blocks per physical block for kernels that qualify (see ``can_coarsen``): four

@@ -99,6 +99,16 @@ typedef struct bt_arg {
     int device_type, device_id;
 } bt_arg;
 
+/* Whether every one of the `n` checked arguments' data pointers is a multiple of `align`: a
+ * kernel's aligned entry is launched only then. */
+static inline int bt_pointers_aligned(const bt_arg* args, int n, uintptr_t align)
+{
+    for (int k = 0; k < n; ++k)
+        if ((uintptr_t)args[k].data % align)
+            return 0;
+    return 1;
+}
+
 /* Start a call: clears the thread's last error. */
 BT_INTERNAL void bt_begin(void);
 
