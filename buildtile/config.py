@@ -133,6 +133,24 @@ class CAbiSettings:
 
 
 @dataclass
+class TorchSettings:
+    ops: bool = field(default=False, metadata=_meta(
+        "ops",
+        "Register every kernel of the package as a torch.library custom op "
+        "(torch.ops.<package>.<kernel>) when the package is imported and torch is installed.",
+    ))
+
+
+@dataclass
+class JaxSettings:
+    ffi: bool = field(default=False, metadata=_meta(
+        "ffi",
+        "Ship an XLA FFI handler per kernel (over the C ABI, which it needs) so the kernels can be "
+        "called inside jax.jit.",
+    ))
+
+
+@dataclass
 class BuildtileSettings:
     kernels: list[str] = field(default_factory=list, metadata=_meta(
         "kernels",
@@ -159,6 +177,12 @@ class BuildtileSettings:
     ))
     c_abi: CAbiSettings = field(default_factory=CAbiSettings, metadata=_meta(
         "c-abi", "The C ABI shim library.",
+    ))
+    torch: TorchSettings = field(default_factory=TorchSettings, metadata=_meta(
+        "torch", "PyTorch integration: kernels as torch.library custom ops.",
+    ))
+    jax: JaxSettings = field(default_factory=JaxSettings, metadata=_meta(
+        "jax", "JAX integration: kernels as XLA FFI custom calls inside jax.jit.",
     ))
     jobs: int = field(default=0, metadata=_meta(
         "jobs", "Kernels x targets compiled at once; 0 means one per CPU core.", _check_jobs,
@@ -267,6 +291,12 @@ def read_settings(
     reader.reject_unknown_keys(raw, BuildtileSettings, ())
     reader.reject_unknown_config_settings()
     settings = reader.build(raw, BuildtileSettings, ())
+    if settings.jax.ffi and not settings.c_abi.enabled:
+        raise ConfigError(
+            f"{TABLE}.jax.ffi in {where} needs the C ABI, which is off",
+            help="the XLA FFI handlers call the C ABI's launchers: add `enabled = true` under "
+                 f"[{TABLE}.c-abi]",
+        )
     for key in REQUIRED_KEYS:
         if key not in raw and not reader.overridden((key,)):
             raise ConfigError(

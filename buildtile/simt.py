@@ -22,9 +22,12 @@ def kernel(
     """Declare a SIMT kernel and, with ``block=``, its launch contract."""
 
     def wrap(pyfunc: Callable):
+        from buildtile.runtime.frameworks import kernel_defined
         from buildtile.runtime.kernel import Kernel
 
-        return Kernel(pyfunc, kind="simt")
+        handle = Kernel(pyfunc, kind="simt")
+        kernel_defined(handle)
+        return handle
 
     return wrap(fn) if fn is not None else wrap
 

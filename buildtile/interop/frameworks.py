@@ -1,0 +1,25 @@
+"""The frameworks emitter: records what a package opted in to (``[tool.buildtile.torch]``,
+``[tool.buildtile.jax]``) next to its manifest, where the runtime looks when the package is
+imported (:mod:`buildtile.runtime.frameworks`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from buildtile.backend import EmitResult, Emitter
+from buildtile.runtime.frameworks import FRAMEWORKS_FILE, frameworks_record
+
+
+def emit(manifest: dict, package_out: Path, build_dir: Path, settings: Any) -> EmitResult:
+    record = frameworks_record(settings.torch.ops, settings.jax.ffi)
+    (Path(package_out) / FRAMEWORKS_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return EmitResult()
+
+
+def _enabled(settings: Any) -> bool:
+    return bool(settings.torch.ops or settings.jax.ffi)
+
+
+FRAMEWORKS_EMITTER = Emitter(name="frameworks", emit=emit, enabled=_enabled)
