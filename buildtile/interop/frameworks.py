@@ -11,8 +11,9 @@ from typing import Any
 
 from buildtile.backend import EmitResult, Emitter
 from buildtile.interop.c_model import read_package
-from buildtile.interop.jax_ffi import FFI_SOURCE, generate_ffi_source
+from buildtile.interop.jax_ffi import generate_ffi_source
 from buildtile.runtime.frameworks import FRAMEWORKS_FILE, frameworks_record
+from buildtile.runtime.frameworks.jax_ffi import FFI_SOURCE
 
 
 def emit(manifest: dict, package_out: Path, build_dir: Path, settings: Any) -> EmitResult:
