@@ -291,12 +291,6 @@ def read_settings(
     reader.reject_unknown_keys(raw, BuildtileSettings, ())
     reader.reject_unknown_config_settings()
     settings = reader.build(raw, BuildtileSettings, ())
-    if settings.jax.ffi and not settings.c_abi.enabled:
-        raise ConfigError(
-            f"{TABLE}.jax.ffi in {where} needs the C ABI, which is off",
-            help="the XLA FFI handlers call the C ABI's launchers: add `enabled = true` under "
-                 f"[{TABLE}.c-abi]",
-        )
     for key in REQUIRED_KEYS:
         if key not in raw and not reader.overridden((key,)):
             raise ConfigError(

@@ -166,3 +166,12 @@ def test_a_package_without_handlers_says_how_to_get_them(installed):
     with pytest.raises(BuildtileError, match=r"built without XLA FFI handlers") as info:
         jax_ffi.ffi_kernel(ops.vecadd)
     assert "ffi = true" in info.value.help
+
+
+def test_the_handlers_need_the_c_abi(tmp_path):
+    from buildtile.errors import ConfigError
+
+    settings = BuildtileSettings(jax=JaxSettings(ffi=True))
+    with pytest.raises(ConfigError, match=r"jax.ffi needs the C ABI") as info:
+        emit_frameworks({"kernels": []}, tmp_path, tmp_path / "build", settings)
+    assert "[tool.buildtile.c-abi]" in info.value.help

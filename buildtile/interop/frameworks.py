@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from buildtile.backend import EmitResult, Emitter
+from buildtile.config import TABLE
+from buildtile.errors import ConfigError
 from buildtile.interop.c_model import read_package
 from buildtile.interop.jax_ffi import generate_ffi_source
 from buildtile.runtime.frameworks import FRAMEWORKS_FILE, frameworks_record
@@ -17,6 +19,12 @@ from buildtile.runtime.frameworks.jax_ffi import FFI_SOURCE
 
 
 def emit(manifest: dict, package_out: Path, build_dir: Path, settings: Any) -> EmitResult:
+    if settings.jax.ffi and not settings.c_abi.enabled:
+        raise ConfigError(
+            f"{TABLE}.jax.ffi needs the C ABI, which is off",
+            help="the XLA FFI handlers call the C ABI's launchers: add `enabled = true` under "
+                 f"[{TABLE}.c-abi]",
+        )
     record = frameworks_record(settings.torch.ops, settings.jax.ffi)
     (Path(package_out) / FRAMEWORKS_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     if settings.jax.ffi:
