@@ -142,7 +142,12 @@ def _tile_impl(handle, spec: OpSpec) -> Callable:
 
     outputs = tuple((p.index, p.name, keyword) for p, keyword in spec.tile_args)
 
+    count = len(spec.record.params)
+
     def launch(*args, **tile_shapes):
+        if len(args) > count:   # the dispatcher may pass the keyword-only tile shapes by position
+            tile_shapes.update(zip((keyword for _, _, keyword in outputs), args[count:]))
+            args = args[:count]
         given = {name: tuple(tile_shapes[keyword]) for _, name, keyword in outputs
                  if tile_shapes.get(keyword) is not None}
         shapes = default_tile_shapes(handle.tile_shapes, given)
