@@ -20,7 +20,7 @@ from __future__ import annotations
 from buildtile import __version__
 from buildtile.interop.c_model import Kernel, Package
 from buildtile.interop.c_syntax import param_identifier
-from buildtile.runtime.frameworks.jax_ffi import FFI_SOURCE, handler_name
+from buildtile.runtime.frameworks.jax_ffi import handler_name
 
 #: scalar dtype -> the C++ type of its FFI attribute (XLA attributes have no f16/bf16; the runtime's
 #: ``takes_ffi`` names the same kernels)
