@@ -3,7 +3,7 @@
 
 No GPU here: the ops are traced over fake and meta tensors (what ``torch.compile`` and the fake
 implementation see); a real call reaches the kernel's launch path and its checks. The GPU half
-(real launches, Inductor, CUDA graphs) is tests/gpu/test_torch_ops.py.
+(real launches, Inductor, CUDA graphs) is tests/gpu/test_torch_custom_ops.py.
 """
 
 from __future__ import annotations
