@@ -152,9 +152,19 @@ def register(handle) -> str:
     with _lock:
         if name not in _targets:
             handler = getattr(library, handler_name(record.symbol))
-            jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(handler), platform="CUDA")
+            jax.ffi.register_ffi_target(name, _capsule(handler), platform="CUDA")
             _targets.add(name)
     return name
+
+
+def _capsule(function) -> object:
+    """A PyCapsule of ``function``'s address, as ``register_ffi_target`` takes. Made with ctypes
+    function objects of our own: ``jax.ffi.pycapsule`` retypes the ``PyCapsule_New`` of
+    ``ctypes.pythonapi``, which every other user of it in the process shares."""
+    new = ctypes.PyDLL(None).PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+    return new(ctypes.cast(function, ctypes.c_void_p).value, None, None)
 
 
 def ffi_kernel(handle) -> Callable:
