@@ -198,6 +198,24 @@ class TileSettings:
 
 
 @dataclass
+class TorchSettings:
+    ops: bool = field(default=False, metadata=_meta(
+        "ops",
+        "Register every kernel of the package as a torch.library custom op "
+        "(torch.ops.<package>.<kernel>) when the package is imported and torch is installed.",
+    ))
+
+
+@dataclass
+class JaxSettings:
+    ffi: bool = field(default=False, metadata=_meta(
+        "ffi",
+        "Ship an XLA FFI handler per kernel (over the C ABI, which it needs) so the kernels can be "
+        "called inside jax.jit.",
+    ))
+
+
+@dataclass
 class BuildtileSettings:
     kernels: list[str] = field(default_factory=list, metadata=_meta(
         "kernels",
@@ -227,6 +245,12 @@ class BuildtileSettings:
     ))
     tile: TileSettings = field(default_factory=TileSettings, metadata=_meta(
         "tile", "Tile kernels: specializations declared once for many kernels.",
+    ))
+    torch: TorchSettings = field(default_factory=TorchSettings, metadata=_meta(
+        "torch", "PyTorch integration: kernels as torch.library custom ops.",
+    ))
+    jax: JaxSettings = field(default_factory=JaxSettings, metadata=_meta(
+        "jax", "JAX integration: kernels as XLA FFI custom calls inside jax.jit.",
     ))
     jobs: int = field(default=0, metadata=_meta(
         "jobs", "Kernels x targets compiled at once; 0 means one per CPU core.", _check_jobs,

@@ -24,9 +24,12 @@ def kernel(
     launched so that every block is resident at once, which ``simt.grid_sync()`` needs)."""
 
     def wrap(pyfunc: Callable):
+        from buildtile.runtime.frameworks import kernel_defined
         from buildtile.runtime.kernel import Kernel
 
-        return Kernel(pyfunc, kind="simt")
+        handle = Kernel(pyfunc, kind="simt")
+        kernel_defined(handle)
+        return handle
 
     return wrap(fn) if fn is not None else wrap
 

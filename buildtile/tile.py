@@ -48,9 +48,12 @@ def kernel(fn: Callable | None = None, *,
     """
 
     def wrap(pyfunc: Callable):
+        from buildtile.runtime.frameworks import kernel_defined
         from buildtile.runtime.tile.kernel import TileKernel
 
-        return TileKernel(pyfunc)
+        handle = TileKernel(pyfunc)
+        kernel_defined(handle)
+        return handle
 
     return wrap(fn) if fn is not None else wrap
 

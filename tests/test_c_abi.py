@@ -1017,18 +1017,19 @@ def test_keyword_names_scalar_only_and_rank_0_kernels_generate_clean_code(tmp_pa
     assert "const DLTensor* int_, uint64_t cfg_, uint16_t float_" in (out / "include" / PKG / "kernels.h").read_text()
 
 
-def test_the_interop_plugin_registers_the_c_abi_emitter():
+def test_the_interop_plugin_registers_the_c_abi_and_frameworks_emitters():
     import pluggy
 
     from buildtile import hookspecs
     from buildtile.interop import plugin
+    from buildtile.interop.frameworks import FRAMEWORKS_EMITTER
 
     manager = pluggy.PluginManager("buildtile")
     manager.add_hookspecs(hookspecs)
     manager.register(plugin)
     registered = []
     manager.hook.buildtile_register_emitters(register=registered.append)
-    assert registered == [C_ABI_EMITTER]
+    assert registered == [C_ABI_EMITTER, FRAMEWORKS_EMITTER]
 
 
 @needs_cc

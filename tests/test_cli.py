@@ -33,7 +33,7 @@ def test_build_in_place_then_inspect(tmp_path, capsys):
 
     project = tmp_path / "example_project"
     shutil.copytree(ROOT / "example_project", project, ignore=shutil.ignore_patterns("build", "cpp"))
-    text = (project / "pyproject.toml").read_text().replace("enabled = true", "enabled = false")
+    text = (project / "pyproject.toml").read_text().replace("enabled = true", "enabled = false").replace("ffi = true", "ffi = false")
     (project / "pyproject.toml").write_text(text.replace('targets = ["sm_80", "sm_90"]', 'targets = ["sm_90"]'))
     assert main(["build", str(project)]) == 0
     assert (project / "example_kernels/_buildtile/manifest.json").is_file()

@@ -41,7 +41,12 @@ VALID = {
         cache-dir = "off"
         [tool.buildtile.c-abi]
         enabled = true
+        [tool.buildtile.torch]
+        ops = true
+        [tool.buildtile.jax]
+        ffi = true
         """),
+    "torch ops": 'kernels = ["pkg.ops"]\n[tool.buildtile.torch]\nops = true',
     "cache folder": 'kernels = ["pkg.ops"]\ncache-dir = "~/kernel-cache"',
     "one target": 'kernels = ["pkg.ops"]\ntargets = ["sm_121a"]',
     "tile products": textwrap.dedent("""\
@@ -83,6 +88,9 @@ INVALID = {
     "ptx a string": 'kernels = ["pkg.ops"]\nptx = "yes"',
     "jobs negative": 'kernels = ["pkg.ops"]\njobs = -1',
     "cache-dir with a NUL": 'kernels = ["pkg.ops"]\ncache-dir = "cache\\u0000dir"',
+    "unknown torch key": 'kernels = ["pkg.ops"]\n[tool.buildtile.torch]\nop = true',
+    "torch ops a string": 'kernels = ["pkg.ops"]\n[tool.buildtile.torch]\nops = "yes"',
+    "unknown jax key": 'kernels = ["pkg.ops"]\n[tool.buildtile.jax]\nxla = true',
     "c-abi not a table": 'kernels = ["pkg.ops"]\nc-abi = true',
     "tile product not a table": 'kernels = ["pkg.ops"]\n[tool.buildtile.tile.specialize]\nrows = [1, 4]',
     "tile product mixing dtypes and extents": (

@@ -9,8 +9,10 @@ from buildtile import hookimpl
 @hookimpl
 def buildtile_register_emitters(register):
     from buildtile.interop.c_abi import C_ABI_EMITTER
+    from buildtile.interop.frameworks import FRAMEWORKS_EMITTER
 
     register(C_ABI_EMITTER)
+    register(FRAMEWORKS_EMITTER)
 
 
 @hookimpl

@@ -1,0 +1,156 @@
+"""The XLA FFI handlers of a package (``[tool.buildtile.jax] ffi = true``): C++ over its C ABI.
+
+For each SIMT kernel with a launch contract, :func:`generate_ffi_source` writes an XLA FFI
+handler ``bt_<symbol>_ffi`` (``XLA_FFI_DEFINE_HANDLER_SYMBOL``, against the header jaxlib
+ships under ``jax.ffi.include_dir()``) that turns XLA's buffers into ``DLTensor``s and calls
+the kernel's C launcher on XLA's CUDA stream, so every check the launcher makes is made and
+a refusal comes back to JAX as an error carrying the launcher's message. The handler takes
+
+- one operand per array parameter, in declaration order;
+- one result per parameter the kernel writes, which the Python side aliases to that
+  parameter's operand (so an ``AtomicSlice`` starts from its operand's values);
+- attributes: ``grid`` (1 to 3 extents) and each scalar parameter by name.
+
+The runtime compiles the file, once per package and jaxlib, with the system C++ compiler
+and registers the handlers (:mod:`buildtile.runtime.frameworks.jax_ffi`).
+"""
+
+from __future__ import annotations
+
+from buildtile import __version__
+from buildtile.interop.c_model import Kernel, Package
+from buildtile.interop.c_syntax import param_identifier
+from buildtile.runtime.frameworks.jax_ffi import handler_name
+
+#: scalar dtype -> the C++ type of its FFI attribute (XLA attributes have no f16/bf16; the runtime's
+#: ``takes_ffi`` names the same kernels)
+ATTRIBUTE_TYPES = {
+    "bool": "bool", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
+    "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t",
+    "f32": "float", "f64": "double",
+}
+
+_PRELUDE = """\
+#include <cstdint>
+#include <string>
+
+#include "xla/ffi/api/ffi.h"
+#include "{package}/kernels.h"
+
+namespace ffi = xla::ffi;
+
+// XLA hands the stream over as the CUDA runtime's type; the launchers take it as a void*.
+typedef struct CUstream_st* cudaStream_t;
+
+namespace {{
+
+// An XLA buffer as the DLTensor the C ABI takes: compact row-major, on the handler's device.
+struct Tensor {{
+    DLTensor dl;
+    int64_t shape[8];
+
+    Tensor(const ffi::AnyBuffer& buffer, int32_t device) {{
+        auto dims = buffer.dimensions();
+        dl.data = buffer.untyped_data();
+        dl.device.device_type = kDLCUDA;
+        dl.device.device_id = device;
+        dl.ndim = static_cast<int32_t>(dims.size() < 8 ? dims.size() : 8);
+        for (int32_t k = 0; k < dl.ndim; ++k) shape[k] = dims[k];
+        dl.shape = shape;
+        dl.strides = nullptr;
+        dl.byte_offset = 0;
+        dl.dtype = dl_type(buffer.element_type());
+    }}
+
+    static DLDataType dl_type(ffi::DataType t) {{
+        switch (t) {{
+        case ffi::DataType::PRED: return {{6, 8, 1}};
+        case ffi::DataType::S8: return {{0, 8, 1}};
+        case ffi::DataType::S16: return {{0, 16, 1}};
+        case ffi::DataType::S32: return {{0, 32, 1}};
+        case ffi::DataType::S64: return {{0, 64, 1}};
+        case ffi::DataType::U8: return {{1, 8, 1}};
+        case ffi::DataType::U16: return {{1, 16, 1}};
+        case ffi::DataType::U32: return {{1, 32, 1}};
+        case ffi::DataType::U64: return {{1, 64, 1}};
+        case ffi::DataType::F16: return {{2, 16, 1}};
+        case ffi::DataType::F32: return {{2, 32, 1}};
+        case ffi::DataType::F64: return {{2, 64, 1}};
+        case ffi::DataType::BF16: return {{4, 16, 1}};
+        default: return {{255, 0, 1}};  // no kernel parameter has it: the launcher refuses it
+        }}
+    }}
+}};
+
+ffi::Error config(ffi::Span<const int64_t> grid, cudaStream_t stream, bt_launch_config* cfg) {{
+    if (grid.size() < 1 || grid.size() > 3)
+        return ffi::Error::InvalidArgument("error[BT0600]: `grid` must have 1 to 3 extents");
+    for (int k = 0; k < 3; ++k) {{
+        int64_t n = k < static_cast<int>(grid.size()) ? grid[k] : 1;
+        if (n < 1 || n > 0xFFFFFFFFll)
+            return ffi::Error::InvalidArgument("error[BT0600]: every grid extent must be between 1 and 2**32 - 1");
+        cfg->grid[k] = static_cast<uint32_t>(n);
+    }}
+    cfg->shared_mem = 0;
+    cfg->stream = static_cast<void*>(stream);
+    return ffi::Error::Success();
+}}
+
+ffi::Error status(int code) {{
+    if (code == 0) return ffi::Error::Success();
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, std::string({package}_last_error()));
+}}
+
+}}  // namespace
+"""
+
+
+def ffi_kernels(package: Package) -> tuple[Kernel, ...]:
+    """The kernels that get a handler: SIMT kernels with a launch contract and FFI-typed scalars."""
+    return tuple(k for k in package.kernels
+                 if k.kind == "simt" and k.block is not None
+                 and all(p.dtype in ATTRIBUTE_TYPES for p in k.params if p.is_scalar))
+
+
+def generate_ffi_source(package: Package) -> str:
+    """The C++ file of every handler of ``package``."""
+    out = [f"// XLA FFI handlers of the kernels of `{package.name}`, generated by buildtile {__version__}.", "",
+           _PRELUDE.format(package=package.name)]
+    for kernel in ffi_kernels(package):
+        out += _handler(kernel)
+    return "\n".join(out)
+
+
+def _handler(kernel: Kernel) -> list[str]:
+    arrays = [p for p in kernel.params if p.is_array]
+    written = [p for p in arrays if p.writes]
+    scalars = [p for p in kernel.params if p.is_scalar]
+    impl = f"{kernel.symbol}_ffi_impl"
+    args = ["cudaStream_t stream", "int32_t device"]
+    args += [f"ffi::AnyBuffer in_{param_identifier(p.name)}" for p in arrays]
+    args += [f"ffi::Result<ffi::AnyBuffer> out_{param_identifier(p.name)}" for p in written]
+    args += ["ffi::Span<const int64_t> grid"]
+    args += [f"{ATTRIBUTE_TYPES[p.dtype]} s_{param_identifier(p.name)}" for p in scalars]
+    body = [f"static ffi::Error {impl}({', '.join(args)}) {{",
+            "    bt_launch_config cfg;",
+            "    ffi::Error bad = config(grid, stream, &cfg);",
+            "    if (bad.failure()) return bad;"]
+    call = []
+    for p in kernel.params:
+        ident = param_identifier(p.name)
+        if p.is_scalar:
+            call.append(f"s_{ident}")
+            continue
+        source = f"*out_{ident}" if p.writes else f"in_{ident}"
+        body.append(f"    Tensor t_{ident}({source}, device);")
+        call.append(f"&t_{ident}.dl")
+    body.append(f"    return status({kernel.launcher}(&cfg{''.join(', ' + c for c in call)}));")
+    body.append("}")
+    binding = ["ffi::Ffi::Bind()", ".Ctx<ffi::PlatformStream<cudaStream_t>>()", ".Ctx<ffi::DeviceOrdinal>()"]
+    binding += [".Arg<ffi::AnyBuffer>()"] * len(arrays)
+    binding += [".Ret<ffi::AnyBuffer>()"] * len(written)
+    binding += ['.Attr<ffi::Span<const int64_t>>("grid")']
+    binding += [f'.Attr<{ATTRIBUTE_TYPES[p.dtype]}>("{p.name}")' for p in scalars]
+    body += ["", f"XLA_FFI_DEFINE_HANDLER_SYMBOL({handler_name(kernel.symbol)}, {impl},",
+             "    " + "\n        ".join(binding) + ");", ""]
+    return body
