@@ -14,7 +14,7 @@ from buildtile.errors import CompileError
 from buildtile.interop.abi import mangle
 from buildtile.toolchain.ptx import llvm_to_ptx
 from buildtile.backends.simt import frontend, intrinsics, ir, lower, ownership
-from buildtile.backends.simt.records import module_records
+from buildtile.backends.simt.records import is_record, layout_record, module_records
 from buildtile.backends.simt.types import Scalar, param_facts, param_kind_name
 
 
@@ -65,6 +65,8 @@ class SimtBackend(BackendImpl):
         return AnalyzedKernel(
             source=source, symbol=mangle(source.module, source.name),
             params=params_record(kernel_ir), contract=contract, ir=kernel_ir,
+            records={p.ty.elem.name: layout_record(p.ty.elem, source.module) for p in kernel_ir.params
+                     if not isinstance(p.ty, Scalar) and is_record(p.ty.elem)},
             bounds_sites=[record for _, record in bounds_sites(kernel_ir, source)] if options.checks == "debug"
             else None,
         )

@@ -34,6 +34,12 @@ def is_record(ty) -> bool:
     return isinstance(ty, Record)
 
 
+def layout_record(rec: Record, module: str) -> dict:
+    """A record's layout as the manifest's ``records`` holds it (interop/record_layout.py)."""
+    return {"module": module, "size": rec.size, "align": rec.align,
+            "fields": [{"name": name, "dtype": ty.name, "offset": offset} for name, ty, offset in rec.fields]}
+
+
 def record_classes(module_ast: ast.Module, namespace: dict[str, str]) -> list[ast.ClassDef]:
     """The module's ``@simt.record`` classes."""
     return [stmt for stmt in module_ast.body if isinstance(stmt, ast.ClassDef)
