@@ -80,3 +80,15 @@ def test_fields_of_mixed_widths_read_at_their_offsets(weigh, n):
     total = np.full(n, np.nan)
     weigh(-(-n // 128), 128, s, total)
     np.testing.assert_array_equal(total, s["value"] * s["count"] + s["tag"])
+
+
+def test_a_record_named_like_a_scalar_type_is_refused():
+    import ast
+
+    from buildtile.backends.simt.records import module_records
+
+    source = "from buildtile import simt\nfrom buildtile.types import f32\n\n@simt.record\nclass i64:\n    x: f32\n"
+    records, diags = module_records(ast.parse(source), {"simt": "buildtile.simt", "f32": "buildtile.types.f32"},
+                                    "m.py", source.splitlines())
+    assert records == {} and [d.code for d in diags] == ["BT0308"]
+    assert "has the name of a scalar type" in diags[0].message

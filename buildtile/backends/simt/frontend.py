@@ -210,7 +210,7 @@ class _KernelTyper(RecordAccess, ComplexNumbers, TupleAssignment, WitnessForms, 
             self.error("BT0200", fn, "device functions take plain positional parameters only")
         params = []
         for a in args.args:
-            ty, _ = parse_param_type(a.annotation, self.ns)
+            ty, _ = parse_param_type(a.annotation, self.ns, self.records)
             if ty is None:
                 self.error("BT0308", a.annotation or a, f"parameter `{a.arg}` of device function `{fn.name}` needs a type",
                            help="device functions take scalars (f32, i64, ...) and arrays "

@@ -73,7 +73,7 @@ def module_records(module_ast: ast.Module, namespace: dict[str, str], display_fi
                        help="a record is laid out in memory; its fields have no defaults")
                 ok = False
             ty = scalar_of(stmt.annotation, namespace)
-            if ty is None or ty.name not in {**SCALARS, **COMPLEX}:
+            if ty is None:
                 ann = stmt.annotation
                 nested = isinstance(ann, ast.Name) and ann.id in names
                 label = ("records do not nest" if nested else
@@ -87,6 +87,10 @@ def module_records(module_ast: ast.Module, namespace: dict[str, str], display_fi
                 refuse(stmt.target, f"field `{cls.name}.{stmt.target.id}` is declared twice")
                 ok = False
             fields.append((stmt.target.id, ty))
+        if cls.name in SCALARS or cls.name in COMPLEX:
+            refuse(cls, f"record `{cls.name}` has the name of a scalar type",
+                   help="the manifest and the C header name element types by name; rename the record")
+            ok = False
         if ok and not fields:
             refuse(cls, f"record `{cls.name}` has no fields", help="declare its fields: `x: f32`")
             ok = False

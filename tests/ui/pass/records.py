@@ -30,11 +30,16 @@ def step(p: Slice[Particle], out: DisjointSlice[Particle], dt: f32):
             out[i].mass = 0.0
 
 
+@simt.device
+def weight(s: Slice[Sample], i: i64) -> f64:
+    return s[i].value * s[i].count + s[i].tag
+
+
 @simt.kernel(block=128, requires=["len(s) == len(total)"])
 def weigh(s: Slice[Sample], total: DisjointSlice[f64]):
     i = simt.index_1d()
     if i < len(total):
-        total[i] = s[i].value * s[i].count + s[i].tag
+        total[i] = weight(s, i)
 
 
 @simt.kernel(block=(16, 16, 1))
