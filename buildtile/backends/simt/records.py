@@ -139,6 +139,13 @@ class RecordAccess(BaseTyper):
         value = self.coerce(self.expr(value_node), ty, value_node)
         return ir.FieldStore(param=param.name, indices=indices, value=value, field=target.attr, src=target.value)
 
+    def cast(self, value: ir.Expr, target: Scalar, node: ast.Call) -> ir.Expr:
+        if is_record(value.ty):
+            self.type_mismatch(node.args[0], "a cast", "a scalar", value.ty,
+                               help=f"cast one of its fields, e.g. `{ast.unparse(node.func)}"
+                                    f"({ast.unparse(node.args[0])}.{value.ty.fields[0][0]})`")
+        return super().cast(value, target, node)
+
     def record_element(self, node: ast.Subscript):
         param, indices = self.subscript_parts(node)
         rec = param.ty.elem

@@ -1,4 +1,4 @@
-# expect: BT0308 14:13 BT0308 15:11 BT0308 16:17 BT0308 18:5 BT0425 26:18 BT0308 33:9 BT0308 41:18 BT0425 48:18 BT0308 52:23 BT0499 60:13
+# expect: BT0308 14:13 BT0308 15:11 BT0308 16:17 BT0308 18:5 BT0425 26:18 BT0308 33:9 BT0308 41:18 BT0425 48:18 BT0308 52:23 BT0499 60:13 BT0308 68:22
 from buildtile import simt
 from buildtile.types import AtomicSlice, DisjointSlice, Slice, f32, f64, i32
 
@@ -59,3 +59,10 @@ def field_write_not_own(p: Slice[Point], out: DisjointSlice[Point]):
     if i + 1 < len(out):
         out[i + 1].x = p[i].x
 
+
+
+@simt.kernel(block=128, requires=["len(p) == len(out)"])
+def cast_of_a_record(p: Slice[Point], out: DisjointSlice[f32]):
+    i = simt.index_1d()
+    if i < len(out):
+        out[i] = f32(p[i])
