@@ -92,6 +92,11 @@ specializations whose ``param_dtypes`` match its arrays. ``choice`` names
 the rule that ranks specializations for a launch without a tile shape
 (:mod:`buildtile.interop.tile_choice`); both hosts implement it.
 
+A package whose kernels take arrays of records (``@simt.record``) has a
+top-level ``"records"`` object, each record's layout once (fields, dtypes,
+offsets, size, alignment; :mod:`buildtile.interop.record_layout`), and such a
+parameter's ``dtype`` is the record's name.
+
 ``requires`` expressions are small JSON trees, evaluated identically by the
 Python host and the C shim (over int64):
 
