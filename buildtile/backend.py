@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -73,6 +73,8 @@ class AnalyzedKernel:
     #: tile kernels: the Out parameter whose tiles make the grid (manifest ``tile.grid_param``);
     #: a kernel that has one gets a ``tile`` record with one specialisation per entry
     grid_param: str | None = None
+    #: the record element types its parameters name as dtypes: name -> layout (manifest ``records``)
+    records: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

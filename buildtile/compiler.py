@@ -96,6 +96,9 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
             "targets": targets, "ptx_target": targets[0] if settings.ptx else None, "checks": settings.checks,
             "kernels": [_record(project, b, jobs, targets, staging, pm) for b in builds],
         }
+        records = package_records(builds)
+        if records:
+            manifest["records"] = records
         (staging / manifest_io.MANIFEST_NAME).write_text(manifest_io.dumps(manifest))
         if emit:
             _write_stages(Path(out_dir), builds, jobs, emit)
@@ -190,6 +193,23 @@ def kernel_targets(kernel: AnalyzedKernel, targets: list[str]) -> list[str]:
             Span.of(src.decorator, src.display_file, src.lines), label=f"needs sm_{floor} or newer",
             help=f"add a target such as sm_{floor} to tool.buildtile.targets")])
     return allowed
+
+
+def package_records(builds: list[KernelBuild]) -> dict[str, dict]:
+    """The manifest's ``records``: every record element type a kernel takes, once; two modules
+    that declare different records of one name are refused (the C header names each once)."""
+    records: dict[str, dict] = {}
+    for b in builds:
+        for name, layout in b.kernel.records.items():
+            seen = records.setdefault(name, layout)
+            if seen != layout:
+                src = b.kernel.source
+                raise CompileError([Diagnostic(
+                    "BT0308", f"two different records are named `{name}`, in `{seen['module']}` and "
+                    f"`{layout['module']}`", Span.of(src.node, src.display_file, src.lines),
+                    label=f"takes `{layout['module']}.{name}`",
+                    help="the package's records share one namespace in the C ABI; rename one of them")])
+    return records
 
 
 def entry_ptx(build: KernelBuild, entry: CompileEntry, target: str, options: CompileOptions) -> str:

@@ -40,6 +40,13 @@ def device(fn: Callable) -> Callable:
     return fn
 
 
+def record(cls: type) -> type:
+    """Declare a record element type: a class of scalar fields (``x: f32``), laid out as the
+    C struct of those fields. Arrays of it are kernel parameters: ``Slice[Particle]``."""
+    cls.__buildtile_record__ = True
+    return cls
+
+
 def _device_only(name: str):
     def stub(*args, **kwargs):
         raise RuntimeError(f"simt.{name}() can only be used inside a @simt.kernel")

@@ -49,7 +49,10 @@ def flat_values(params: list[dict], args: tuple) -> list:
         if p["kind"] == "scalar":
             flat.append(_scalar_bits(p["dtype"], arg))
             continue
-        if arg.itemsize != DTYPES[p["dtype"]][0]:   # bf16 travels as uint16 bit patterns
+        if p["dtype"] not in DTYPES:   # a record: a NumPy structured array, whose layout is the caller's to check
+            if arg.dtype.names is None:
+                raise TypeError(f"`{p['name']}` takes records of {p['dtype']}, got a {arg.dtype} array")
+        elif arg.itemsize != DTYPES[p["dtype"]][0]:   # bf16 travels as uint16 bit patterns
             raise TypeError(f"`{p['name']}` takes {p['dtype']}, got a {arg.dtype} array")
         flat.append(arg.ctypes.data)
         if p["kind"].endswith("slice"):

@@ -18,6 +18,12 @@ tensor, tile_out,  ``int64 strides[rank]`` (in elements, not bytes)
 tile_atomic
 =================  ============================================================
 
+An array's ``T`` may be a record (a ``@simt.record`` class): ``data`` points at
+C structs laid out as the manifest's ``records`` says (record_layout.py), and
+``len``, ``shape`` and ``strides`` count records, so a stride is in units of the
+record's size. The hosts do not pass record arrays yet: the Python host and the
+C generator refuse a kernel that takes one (BT0622).
+
 ``tile_out`` is a Tile kernel's ``tile.Out`` parameter; its tile shape is a
 compile-time constant of the specialization launched (manifest.py).
 ``tile_atomic`` is a ``tile.Atomic`` parameter: not partitioned, read and

@@ -134,6 +134,14 @@ def read_package(manifest: dict, package_out: Path) -> Package:
     model = parse(manifest, str(package_out / MANIFEST_NAME))
     if not _is_c_identifier(model.package):
         raise malformed(f"{model.source}: package", f"{model.package!r} is not a package name usable in C")
+    for k in model.kernels:
+        for p in k.params:
+            if model.record(p.dtype) is not None:
+                raise BuildtileError(
+                    f"{k.where}: kernel `{k.name}` takes `{p.name}: {p.type_text}`, an array of records, "
+                    "which the C ABI does not carry yet", code="BT0622",
+                    help="build the package without the C ABI (`[tool.buildtile.c-abi] enabled = false`), "
+                         "or pass the record's fields as arrays of their own")
     read = tuple(_c_kernel(k, package_out) for k in model.kernels)
     exported: set[str] = set()
     for k in read:

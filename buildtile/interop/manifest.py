@@ -106,6 +106,11 @@ specializations whose ``param_dtypes`` match its arrays. ``choice`` names
 the rule that ranks specializations for a launch without a tile shape
 (:mod:`buildtile.interop.tile_choice`); both hosts implement it.
 
+A package whose kernels take arrays of records (``@simt.record``) has a
+top-level ``"records"`` object, each record's layout once (fields, dtypes,
+offsets, size, alignment; :mod:`buildtile.interop.record_layout`), and such a
+parameter's ``dtype`` is the record's name.
+
 ``requires`` expressions are small JSON trees, evaluated identically by the
 Python host and the C shim (over int64):
 
@@ -136,6 +141,7 @@ from pathlib import Path
 
 from buildtile.errors import BuildtileError
 from buildtile.interop.abi import ABI_VERSION, DTYPES, ELEMENT_ONLY_DTYPES, PARAM_KINDS, SLICE_KINDS, spell_type
+from buildtile.interop.record_layout import LayoutError, RecordLayout, read_records
 from buildtile.interop.tile_choice import CHOICE_RECORD, CHOICE_RULE, FILL_TILES
 
 MANIFEST_VERSION = 1
@@ -443,6 +449,12 @@ class PackageManifest:
     kernels: tuple[KernelRecord, ...]
     #: the project folder of a tree built in place, next to the sources; None for an installed wheel
     in_place_project: str | None = None
+    #: the record element types array parameters name as their dtype, by name (record_layout.py)
+    records: tuple[RecordLayout, ...] = ()
+
+    def record(self, name: str) -> RecordLayout | None:
+        """The layout of the record named ``name`` (an array parameter's dtype), or None."""
+        return next((r for r in self.records if r.name == name), None)
 
     @property
     def debug(self) -> bool:
@@ -466,7 +478,11 @@ def parse(data: dict, source: str) -> PackageManifest:
     kernels = data.get("kernels")
     if not isinstance(kernels, list):
         raise malformed(f"{source}: kernels", "expected a list")
-    read_kernels = tuple(_kernel(k, f"{source}: kernels[{i}]") for i, k in enumerate(kernels))
+    try:
+        records = read_records(data.get("records"))
+    except LayoutError as exc:
+        raise malformed(f"{source}: records", str(exc)) from None
+    read_kernels = tuple(_kernel(k, f"{source}: kernels[{i}]", records) for i, k in enumerate(kernels))
     seen: set[str] = set()
     for k in read_kernels:
         for symbol, _ in k.entries:
@@ -476,7 +492,7 @@ def parse(data: dict, source: str) -> PackageManifest:
     version = data.get("package_version")
     checks = data.get("checks") or "release"
     return PackageManifest(source, package, str(version) if version else None, str(checks), read_kernels,
-                           _in_place(data.get("in_place"), f"{source}: in_place"))
+                           _in_place(data.get("in_place"), f"{source}: in_place"), tuple(records.values()))
 
 
 def _in_place(raw: object, where: str) -> str | None:
@@ -495,7 +511,7 @@ def mark_in_place(manifest_file: Path, project: Path) -> None:
     manifest_file.write_text(dumps(data))
 
 
-def _kernel(raw: object, where: str) -> KernelRecord:
+def _kernel(raw: object, where: str, records: dict[str, RecordLayout]) -> KernelRecord:
     if not isinstance(raw, dict):
         raise malformed(where, "expected an object")
     for key in ("name", "module", "symbol"):
@@ -511,7 +527,7 @@ def _kernel(raw: object, where: str) -> KernelRecord:
     raw_params = raw.get("params") or []
     if not isinstance(raw_params, list):
         raise malformed(where, "params is not a list")
-    params = tuple(_param(p, i, where) for i, p in enumerate(raw_params))
+    params = tuple(_param(p, i, where, records) for i, p in enumerate(raw_params))
     if len({p.name for p in params}) != len(params):
         raise malformed(where, "two parameters share a name")
     for p in params:
@@ -560,7 +576,7 @@ def _source(raw: object, where: str) -> SourceRecord | None:
     return SourceRecord(file, sha)
 
 
-def _param(raw: object, index: int, kernel: str) -> ParamRecord:
+def _param(raw: object, index: int, kernel: str, records: dict[str, RecordLayout]) -> ParamRecord:
     where = f"{kernel}, params[{index}]"
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"].isidentifier():
         raise malformed(where, "expected an object with an identifier for a name")
@@ -569,7 +585,9 @@ def _param(raw: object, index: int, kernel: str) -> ParamRecord:
     if kind not in PARAM_KINDS:
         raise malformed(where, f"parameter `{name}` has kind {kind!r}, which kernel ABI v1 does not define "
                                f"(known kinds: {', '.join(PARAM_KINDS)}); this buildtile cannot pass it")
-    if dtype not in DTYPES:
+    if dtype in records and kind == "scalar":
+        raise malformed(where, f"scalar parameter `{name}` has record dtype {dtype!r}; records are array elements")
+    if dtype not in DTYPES and dtype not in records:
         raise malformed(where, f"parameter `{name}` has unknown dtype {dtype!r}")
     if kind == "scalar" and dtype in ELEMENT_ONLY_DTYPES:
         raise malformed(where, f"scalar parameter `{name}` has dtype {dtype!r}, which only array elements have")

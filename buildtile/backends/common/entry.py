@@ -8,7 +8,7 @@ lowerings read parameters by name and never re-derive the ABI.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import llvmlite.ir as lir
@@ -66,11 +66,12 @@ def _llvm_type(param: PtxParam) -> lir.Type:
 
 def kernel_entry(module: lir.Module, symbol: str, params: list[dict], *,
                  trailing: Sequence[PtxParam] = (), reqntid: Sequence[int] | None = None,
-                 min_blocks: int | None = None) -> KernelEntry:
+                 min_blocks: int | None = None, records: Mapping[str, Scalar] = {}) -> KernelEntry:
     """The kernel ``symbol`` taking manifest ``params`` (then ``trailing``) as ABI v1 passes them.
 
     ``reqntid`` fixes the block shape (``.reqntid``), ``min_blocks`` asks for that many
-    resident blocks per multiprocessor (``.minctasm``). Array pointers are ``noalias``
+    resident blocks per multiprocessor (``.minctasm``); ``records`` are the record element
+    types the parameters' dtypes may name. Array pointers are ``noalias``
     (the hosts refuse a launch where an output overlaps another argument) except an
     atomic slice's: other threads write it, and NVPTX would take a noalias pointer the
     kernel only reads for ``ld.global.nc``, which it cannot select for an atomic load.
@@ -86,7 +87,7 @@ def kernel_entry(module: lir.Module, symbol: str, params: list[dict], *,
     args = iter(fn.args)
     for p, group in zip(params, flat):
         values = [next(args) for _ in group]
-        elem = ELEMENT_TYPES[p["dtype"]]
+        elem = records[p["dtype"]] if p["dtype"] in records else ELEMENT_TYPES[p["dtype"]]
         if p["kind"] == "scalar":
             entry.scalars[p["name"]] = from_memory(entry.alloca_builder, values[0], elem)
             continue

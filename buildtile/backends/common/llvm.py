@@ -13,7 +13,7 @@ import struct
 
 import llvmlite.ir as lir
 
-from buildtile.backends.common.types import BF16, BOOL, F16, F32, Scalar
+from buildtile.backends.common.types import BF16, BOOL, F16, F32, Record, Scalar, scalar_size
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATALAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
@@ -39,6 +39,8 @@ def reg_type(ty: Scalar) -> lir.Type:
     """The register type of a value (f16/bf16: f32; a complex number: a pair of floats)."""
     if ty == BOOL:
         return I1
+    if isinstance(ty, Record):
+        return mem_type(ty)   # a whole record is only ever copied, as it is stored
     if ty.kind == "complex":
         part = F64T if ty.bits == 128 else F32T
         return lir.LiteralStructType([part, part])
@@ -55,7 +57,25 @@ def mem_type(ty: Scalar) -> lir.Type:
         return HALF
     if ty == BF16:
         return I16
+    if isinstance(ty, Record):
+        return record_struct(ty)[0]
     return reg_type(ty)
+
+
+def record_struct(rec: Record) -> tuple[lir.Type, dict[str, int]]:
+    """A record as a packed struct whose padding is spelled out as byte arrays, so that its
+    fields sit at the record's own offsets whatever the target's layout rules; with the
+    member index of each field."""
+    members, slots, at = [], {}, 0
+    for name, ty, offset in rec.fields:
+        if offset > at:
+            members.append(lir.ArrayType(I8, offset - at))
+        slots[name] = len(members)
+        members.append(mem_type(ty))
+        at = offset + scalar_size(ty)
+    if rec.size > at:
+        members.append(lir.ArrayType(I8, rec.size - at))
+    return lir.LiteralStructType(members, packed=True), slots
 
 
 def is_half(ty: Scalar) -> bool:

@@ -48,6 +48,45 @@ ELEMENT_TYPES = {**SCALARS, **COMPLEX}
 
 
 @dataclass(frozen=True)
+class Record(Scalar):
+    """A declared record element type (SIMT): scalar fields laid out as a C compiler lays out
+    the struct, each at ``offset`` bytes; ``bits`` is the padded size, a multiple of ``align``."""
+
+    fields: tuple[tuple[str, Scalar, int], ...] = ()   # (name, type, byte offset)
+    align: int = 1
+
+    @property
+    def size(self) -> int:
+        return self.bits // 8
+
+    def field(self, name: str) -> tuple[Scalar, int] | None:
+        """A field's type and offset, or None."""
+        for fname, ty, offset in self.fields:
+            if fname == name:
+                return ty, offset
+        return None
+
+
+def scalar_size(ty: Scalar) -> int:
+    """A scalar's bytes in memory (a bool is one byte)."""
+    return max(1, ty.bits // 8)
+
+
+def record_of(name: str, fields: list[tuple[str, Scalar]]) -> Record:
+    """The record ``name`` with C's natural layout: each field at the next multiple of its size
+    (its alignment; a complex number's is its part's), the whole padded to the largest alignment."""
+    offset, align, placed = 0, 1, []
+    for fname, ty in fields:
+        a = scalar_size(ty) // (2 if ty.kind == "complex" else 1)
+        offset = -(-offset // a) * a
+        placed.append((fname, ty, offset))
+        offset += scalar_size(ty)
+        align = max(align, a)
+    size = -(-max(offset, 1) // align) * align
+    return Record(name, size * 8, "record", tuple(placed), align)
+
+
+@dataclass(frozen=True)
 class Weak:
     """The type of a literal (or of a value built only from literals) that has
     not met a concrete type yet; it defaults to i64 or f32."""

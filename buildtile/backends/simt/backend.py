@@ -14,6 +14,7 @@ from buildtile.errors import CompileError
 from buildtile.interop.abi import mangle
 from buildtile.toolchain.ptx import llvm_to_ptx
 from buildtile.backends.simt import aligned, frontend, intrinsics, ir, lower, ownership
+from buildtile.backends.simt import frontend, intrinsics, ir, lower, ownership
 from buildtile.backends.simt.types import Scalar, param_facts, param_kind_name
 
 
@@ -35,8 +36,9 @@ class SimtBackend(BackendImpl):
     def analyze(self, source: KernelSource, options: CompileOptions) -> AnalyzedKernel:
         kernel_ir, diags = frontend.build_typed_ir(source)
         param_types = {}
+        records, _ = module_records(source.module_ast, source.namespace, source.display_file, source.lines)
         for a in source.node.args.args:
-            ty, _ = frontend.parse_param_type(a.annotation, source.namespace)
+            ty, _ = frontend.parse_param_type(a.annotation, source.namespace, records)
             if ty is not None:
                 param_types[a.arg] = param_facts(ty)
         contract, contract_diags = parse_contract(
@@ -63,6 +65,8 @@ class SimtBackend(BackendImpl):
         return AnalyzedKernel(
             source=source, symbol=mangle(source.module, source.name),
             params=params_record(kernel_ir), contract=contract, ir=kernel_ir,
+            records={p.ty.elem.name: layout_record(p.ty.elem, source.module) for p in kernel_ir.params
+                     if not isinstance(p.ty, Scalar) and is_record(p.ty.elem)},
             bounds_sites=[record for _, record in bounds_sites(kernel_ir, source)] if options.checks == "debug"
             else None,
         )

@@ -27,6 +27,7 @@ from buildtile.backends.simt.intrinsics import RANDOM_MODULE, SimtCalls
 from buildtile.backends.simt.unpacking import TupleAssignment
 from buildtile.backends.simt.witnesses import GEOMETRY, WitnessForms
 from buildtile.backends.simt.complex import ComplexNumbers, is_complex
+from buildtile.backends.simt.records import RecordAccess, is_record, module_records, reports_declarations
 from buildtile.backends.simt.params import SIMT_MODULE, TYPES_MODULE, parse_param_type, scalar_of
 from buildtile.backends.simt.types import (
     COMPLEX, I64, Scalar, ShapeT, SharedT, SliceT, TensorT, TupleT, ValuesT, VOID, WEAK_INT, Weak, WitnessT, WitnessTupleT,
@@ -137,7 +138,7 @@ def _always_returns(body: list[ir.Stmt]) -> bool:
                or (isinstance(s, ir.Unsafe) and _always_returns(s.body)) for s in body)
 
 
-class _KernelTyper(ComplexNumbers, TupleAssignment, WitnessForms, SimtCalls):
+class _KernelTyper(RecordAccess, ComplexNumbers, TupleAssignment, WitnessForms, SimtCalls):
     """Types one kernel, or with ``device_fn`` one ``@simt.device`` function."""
 
     reference = "see the SIMT language reference"
@@ -148,6 +149,8 @@ class _KernelTyper(ComplexNumbers, TupleAssignment, WitnessForms, SimtCalls):
         super().__init__(source)
         self.functions = functions
         self.device_fn = device_fn
+        self.records, self.record_diagnostics = module_records(source.module_ast, self.ns, source.display_file,
+                                                               source.lines)
         self.ret = None
         self.refined = refined
         self.refinements: dict[str, Scalar] = {}
@@ -175,7 +178,9 @@ class _KernelTyper(ComplexNumbers, TupleAssignment, WitnessForms, SimtCalls):
         if self.device_fn is not None:
             return self.run_device_function()
         fn = self.src.node
-        params = self.kernel_params(fn, parse_param_type,
+        if reports_declarations(self.src.module_ast, self.ns, fn):
+            self.diagnostics.extend(self.record_diagnostics)
+        params = self.kernel_params(fn, lambda ann, ns: parse_param_type(ann, ns, self.records),
                                     "annotate it with a scalar (f32, i64, ...) or Slice[T], DisjointSlice[T], "
                                     "AtomicSlice[T], Tensor[T, rank], DisjointTensor[T, rank]")
         for p in params:
@@ -205,7 +210,7 @@ class _KernelTyper(ComplexNumbers, TupleAssignment, WitnessForms, SimtCalls):
             self.error("BT0200", fn, "device functions take plain positional parameters only")
         params = []
         for a in args.args:
-            ty, _ = parse_param_type(a.annotation, self.ns)
+            ty, _ = parse_param_type(a.annotation, self.ns, self.records)
             if ty is None:
                 self.error("BT0308", a.annotation or a, f"parameter `{a.arg}` of device function `{fn.name}` needs a type",
                            help="device functions take scalars (f32, i64, ...) and arrays "
@@ -307,6 +312,8 @@ class _KernelTyper(ComplexNumbers, TupleAssignment, WitnessForms, SimtCalls):
             return self.assign_tuple(target, value_node, node)
         if isinstance(target, ast.Subscript):
             return self.store(target, value_node, node)
+        if isinstance(target, ast.Attribute):
+            return self.record_field_store(target, value_node, node)
         if isinstance(target, ast.Name):
             return self.bind(target, self.expr(value_node), node)
         self.fail("BT0200", target, "cannot assign to this expression")
@@ -329,6 +336,10 @@ class _KernelTyper(ComplexNumbers, TupleAssignment, WitnessForms, SimtCalls):
                       help="index the parameter directly, or unpack index_Nd() into names")
         if value.ty == VOID:
             self.fail("BT0308", node, "this call returns nothing")
+        if is_record(value.ty):
+            self.fail("BT0308", node, f"`{name}` cannot hold a record",
+                      help=f"read its fields where they are used, e.g. `{ast.unparse(value.src)}.{value.ty.fields[0][0]}`, "
+                           "or copy the whole element into a disjoint output: `out[i] = ...`")
         local = self.locals.get(name)
         if local is None and self.depth == 1 and self.assign_counts.get(name, 0) == 1:
             self.stable[name] = value
@@ -365,7 +376,13 @@ class _KernelTyper(ComplexNumbers, TupleAssignment, WitnessForms, SimtCalls):
     def store(self, target: ast.Subscript, value_node: ast.AST, node: ast.stmt):
         param, indices = self.subscript_parts(target)
         elem = param.ty.elem
-        value = self.coerce(self.expr(value_node), elem, value_node)
+        value = self.expr(value_node)
+        if is_record(elem) or is_record(value.ty):
+            if value.ty != elem or not isinstance(value, ir.Load) or isinstance(value, ir.FieldLoad):
+                self.type_mismatch(value_node, f"an element of `{param.name}`", elem, value.ty,
+                                   help="a record element takes a whole element of the same record, "
+                                        "or its fields one at a time: `out[i].x = v`")
+        value = self.coerce(value, elem, value_node)
         return ir.Store(param=param.name, indices=indices, value=value, src=target)
 
     def stmt_While(self, node: ast.While):
@@ -478,6 +495,9 @@ class _KernelTyper(ComplexNumbers, TupleAssignment, WitnessForms, SimtCalls):
         return None
 
     def expr_Attribute(self, node: ast.Attribute):
+        field = self.record_field_load(node)
+        if field is not None:
+            return field
         part = self.complex_attribute(node)
         if part is not None:
             return part

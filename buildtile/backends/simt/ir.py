@@ -51,6 +51,13 @@ class Load(Expr):
 
 
 @dataclass(eq=False)
+class FieldLoad(Load):
+    """``p[i].x``: one field of a record element."""
+
+    field: str = ""
+
+
+@dataclass(eq=False)
 class Call(Expr):
     """A call of a ``@simt.device`` function."""
 
@@ -104,6 +111,13 @@ class Store(Stmt):
     param: str = ""
     indices: list[Expr] = field(default_factory=list)
     value: Expr = None
+
+
+@dataclass(eq=False)
+class FieldStore(Store):
+    """``out[i].x = v``: one field of a record element."""
+
+    field: str = ""
 
 
 @dataclass(eq=False)

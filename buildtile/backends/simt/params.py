@@ -20,8 +20,9 @@ _PARAM_KINDS = {
 }
 
 
-def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str]):
-    """The IR type of a parameter annotation, or a message saying why not."""
+def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str], records: dict[str, Scalar] | None = None):
+    """The IR type of a parameter annotation, or a message saying why not; ``records`` are
+    the module's record types, by name, which arrays may have as elements."""
     if annotation is None:
         return None, "parameter has no type annotation"
     if isinstance(annotation, ast.Subscript):
@@ -32,6 +33,10 @@ def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str]):
         family, access = _PARAM_KINDS[short]
         args = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
         elem = scalar_of(args[0], namespace)
+        if elem is None and records and isinstance(args[0], ast.Name) and args[0].id in records:
+            if access == "atomic":
+                return None, "atomics take scalar elements, not records"
+            elem = records[args[0].id]
         if elem is None:
             return None, f"`{ast.unparse(args[0])}` is not a scalar type"
         if family == "slice":

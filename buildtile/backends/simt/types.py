@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from buildtile.backends.common.contract import ParamFacts
 from buildtile.backends.common.types import (  # noqa: F401 - the SIMT typer speaks of scalars through this module
-    BF16, BOOL, C64, C128, COMPLEX, F16, F32, F64, I32, I64, SCALARS, U32, U64, VOID, WEAK_FLOAT, WEAK_INT, Scalar,
+    BF16, BOOL, C64, C128, COMPLEX, Record, F16, F32, F64, I32, I64, SCALARS, U32, U64, VOID, WEAK_FLOAT, WEAK_INT, Scalar,
     Weak,
 )
 
@@ -20,7 +20,10 @@ def complex_part(ty: Scalar) -> Scalar:
 
 
 def element_align(ty: Scalar) -> int:
-    """The alignment of an element in memory, in bytes: a complex number's is its part's, as NumPy's."""
+    """The alignment of an element in memory, in bytes: a complex number's is its part's, as NumPy's;
+    a record's is its largest field's."""
+    if isinstance(ty, Record):
+        return ty.align
     return max(1, ty.bits // (16 if ty.kind == "complex" else 8))
 
 

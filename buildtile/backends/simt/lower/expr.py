@@ -7,9 +7,11 @@ import llvmlite.ir as lir
 from buildtile.backends.common.entry import ArrayArg
 from buildtile.backends.common.llvm import (
     I1,
+    I32,
     I64,
     compare,
     convert,
+    record_struct,
     floor_div,
     floor_mod,
     from_memory,
@@ -75,6 +77,9 @@ class ExpressionLowering:
             offset = term if offset is None else self.b.add(offset, term)
         return self.b.gep(arr.data, [offset], source_etype=mem_type(arr.elem))
 
+    def expr_FieldLoad(self, e: ir.FieldLoad) -> lir.Value:
+        return self.expr_Load(e)
+
     def expr_Load(self, e: ir.Load) -> lir.Value:
         arr = self.params[e.param]
         indices = [self.index(i) for i in e.indices]
@@ -85,18 +90,27 @@ class ExpressionLowering:
         return self.checked_load(e, arr, indices, site)
 
     def load(self, e: ir.Load, arr: ArrayArg, indices: list[lir.Value]) -> lir.Value:
-        ptr = self.address(arr, indices)
-        align = element_align(arr.elem)
+        ptr, elem = self.element_pointer(e, arr, indices)
+        align = element_align(elem)
         kind = self.param_kinds.get(e.param)
         if kind == "atomic_slice":
             # other threads change an AtomicSlice during the launch: read it atomically (relaxed),
             # so a loop that waits on it reloads it every time
-            return from_memory(self.b, self.b.load_atomic(ptr, "monotonic", align, typ=mem_type(arr.elem)), arr.elem)
-        value = self.b.load(ptr, typ=mem_type(arr.elem), align=align)
+            return from_memory(self.b, self.b.load_atomic(ptr, "monotonic", align, typ=mem_type(elem)), elem)
+        value = self.b.load(ptr, typ=mem_type(elem), align=align)
         if kind in _READ_ONLY_KINDS:
             # nothing writes a read-only parameter during the launch: lets LLVM use ld.global.nc
             value.set_metadata("invariant.load", self.module.add_metadata([]))
-        return from_memory(self.b, value, arr.elem)
+        return from_memory(self.b, value, elem)
+
+    def element_pointer(self, e: ir.Load | ir.Store, arr: ArrayArg, indices: list[lir.Value]):
+        """Where ``e`` reads or writes, and the type there: an element, or one field of a record's."""
+        ptr = self.address(arr, indices)
+        if not isinstance(e, (ir.FieldLoad, ir.FieldStore)):
+            return ptr, arr.elem
+        struct, slots = record_struct(arr.elem)
+        field_ty, _ = arr.elem.field(e.field)
+        return self.b.gep(ptr, [I32(0), I32(slots[e.field])], source_etype=struct), field_ty
 
     # ------------------------------------------------------------ arithmetic
     def expr_BinOp(self, e: ir.BinOp) -> lir.Value:

@@ -142,7 +142,9 @@ class _Lowering(StatementLowering, ExpressionLowering, IntrinsicLowering, Comple
     def run(self, params: list[dict]) -> str:
         coarsen = self.contract.get("coarsen", 1)
         entry = kernel_entry(self.module, self.symbol, params, trailing=trailing_params(self.contract),
-                             reqntid=self.contract.get("block"), min_blocks=self.contract.get("min_blocks"))
+                             reqntid=self.contract.get("block"), min_blocks=self.contract.get("min_blocks"),
+                             records={p.ty.elem.name: p.ty.elem for p in self.kernel.params
+                                      if isinstance(p.ty, (types.SliceT, types.TensorT)) and p.ty.elem.kind == "record"})
         self._open_body(entry)
         lir.IRBuilder(self.exit).ret_void()
         self.param_kinds = {p["name"]: p["kind"] for p in params if p["kind"] != "scalar"}

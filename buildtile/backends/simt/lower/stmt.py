@@ -35,7 +35,13 @@ class StatementLowering:
             in_range = ok if in_range is None else self.b.and_(in_range, ok)
         value = self.expr(s.value)
         with self.b.if_then(in_range, likely=True):
-            self.b.store(to_memory(self.b, value, arr.elem), self.address(arr, indices), align=element_align(arr.elem))
+            elem = arr.elem.field(s.field)[0] if isinstance(s, ir.FieldStore) else arr.elem
+            stored = to_memory(self.b, value, elem)   # before the address, as LLVM has always seen it
+            ptr, _ = self.element_pointer(s, arr, indices)
+            self.b.store(stored, ptr, align=element_align(elem))
+
+    def stmt_FieldStore(self, s: ir.FieldStore) -> None:
+        self.stmt_Store(s)
 
     def stmt_If(self, s: ir.If) -> None:
         cond = self.expr(s.cond)
