@@ -79,7 +79,8 @@ def test_fields_of_mixed_widths_read_at_their_offsets(weigh, n):
     s["count"] = rng.integers(-5, 5, n)
     total = np.full(n, np.nan)
     weigh(-(-n // 128), 128, s, total)
-    np.testing.assert_array_equal(total, s["value"] * s["count"] + s["tag"])
+    # value * count + tag may be one fused multiply-add in the kernel: equal to the last bit or so
+    np.testing.assert_allclose(total, s["value"] * s["count"] + s["tag"], rtol=1e-15, atol=1e-15)
 
 
 def test_a_record_named_like_a_scalar_type_is_refused():

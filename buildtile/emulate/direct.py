@@ -69,9 +69,13 @@ class SimtKernel:
                  options: CompileOptions | None = None) -> None:
         path = Path(path)
         entries = module_entries(path, module or path.stem, options)
-        (lowered,) = [e for e in entries.values() if e.kernel.source.name == name]
+        # the plain entry (a kernel may also have one compiled for 16-byte-aligned arrays)
+        (lowered,) = [e for e in entries.values()
+                      if e.kernel.source.name == name and e.entry.symbol == e.kernel.symbol]
         self.kernel = lowered.kernel
-        self.params = lowered.kernel.params
+        records = lowered.kernel.records
+        self.params = [dict(p, record_size=records[p["dtype"]]["size"]) if p["dtype"] in records else p
+                       for p in lowered.kernel.params]
         self.contract = lowered.kernel.contract
         self.host = HostKernel(host_ir(lowered.entry.llvm_ir, lowered.entry.symbol), name, self.params,
                                per_tile=False, source_file=lowered.display_file)

@@ -78,6 +78,8 @@ def type_bytes(text: str) -> int:
         return _SCALAR_BYTES[text]
     if text.startswith("ptr"):
         return 8
+    if text.startswith("<{") and text.endswith("}>"):   # a packed struct (a record, its padding spelled out)
+        return sum(type_bytes(t) for t in _split_top(text[2:-2]))
     if text.startswith("{"):
         return sum(type_bytes(t) for t in _split_top(text[1:-1]))
     raise ValueError(f"unknown LLVM type {text!r}")
@@ -166,7 +168,7 @@ def _instrument(line: str, sites: list[Site], counter: list[int], source_line: i
         what = "atomic"
     elif " atomic " in f" {line[m.end():m.end() + 9]} ":
         flags |= _FLAGS_ATOMIC
-    if typ.startswith("<"):
+    if typ.startswith("<") and not typ.startswith("<{"):   # a vector (a packed struct needs no alignment)
         flags |= _FLAGS_VECTOR
         # checked above; on the host a misaligned access must not fault before it is reported
         line = re.sub(r"align \d+", "align 1", line)

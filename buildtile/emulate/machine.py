@@ -154,7 +154,8 @@ class HostKernel:
             if kind == "scalar":
                 k += 1
                 continue
-            itemsize = DTYPES[p["dtype"]][0]
+            # a record's element size travels with its parameter (see direct.SimtKernel)
+            itemsize = DTYPES[p["dtype"]][0] if p["dtype"] in DTYPES else p["record_size"]
             ptr = values[k]
             if kind in SLICE_KINDS:
                 extent = values[k + 1]

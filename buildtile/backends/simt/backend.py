@@ -14,7 +14,7 @@ from buildtile.errors import CompileError
 from buildtile.interop.abi import mangle
 from buildtile.toolchain.ptx import llvm_to_ptx
 from buildtile.backends.simt import aligned, frontend, intrinsics, ir, lower, ownership
-from buildtile.backends.simt import frontend, intrinsics, ir, lower, ownership
+from buildtile.backends.simt.records import is_record, layout_record, module_records
 from buildtile.backends.simt.types import Scalar, param_facts, param_kind_name
 
 
