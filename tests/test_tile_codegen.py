@@ -25,6 +25,7 @@ from buildtile.toolchain.ptx import llvm_to_ptx
 ROOT = Path(__file__).parent.parent
 TILES = ROOT / "example_project" / "example_kernels" / "tiles.py"
 CASES = Path(__file__).parent / "tile_cases.py"
+ROWS = ROOT / "example_project" / "example_kernels" / "rows.py"
 OPTIONS = CompileOptions()
 IMPL = backends()["tile"].impl
 
@@ -79,6 +80,39 @@ def test_elementwise_tiles_move_16_bytes_per_access_on_the_fast_path():
     assert len(re.findall(r"st\.global\.v4\.b32", ptx)) == 2
     # the masked path for ragged tiles: predicated scalar accesses
     assert "@p ld.global.nc.b32" in ptx and "@p st.global.b32" in ptx
+
+
+@cache
+def row_kernel_ptx(name: str, shape: tuple) -> str:
+    kernel = analyzed(ROWS, "example_kernels.rows")[name]
+    spec = next(s for s in IMPL.specializations(kernel) if tuple(next(iter(s.tile_shapes.values()))) == shape)
+    return IMPL.to_ptx(kernel, "sm_90", OPTIONS, specialization=spec)
+
+
+def fast_load_runs(ptx: str) -> list[str]:
+    """The instructions right after each 16-byte load, up to the next address computation or load."""
+    return [run.split("add.s64")[0] for run in ptx.split("ld.global.nc.v4.b32")[1:]]
+
+
+@pytest.mark.parametrize("name,shape", [("softmax_bf16", (8, 1024)), ("layernorm_bf16", (8, 1024))])
+def test_bf16_tiles_round_two_at_a_time_and_widen_by_one_shift(name, shape):
+    ptx = row_kernel_ptx(name, shape)
+    # astype(bf16) and the store round pairs with the hardware conversion, not integer arithmetic
+    assert "cvt.rn.bf16x2.f32" in ptx and "setp.nan.f32" not in ptx
+    # a 16-byte load of 8 bf16 becomes 8 f32 registers by 4 shifts and 4 masks, no 16-bit moves
+    runs = fast_load_runs(ptx)
+    assert runs and all(len(re.findall(r"shl\.b32", r)) == 4 and len(re.findall(r"and\.b32\s+%r\d+, %r\d+, -65536", r)) == 4
+                        and "cvt.u32.u16" not in r for r in runs[:4])
+
+
+def test_a_grid_of_one_tile_column_skips_the_tile_decode():
+    # rows of one tile each: (linear id, 0) without the decode's run-time divisions, which stay
+    # behind a uniform branch on the column count
+    ptx = row_kernel_ptx("softmax_bf16", (8, 1024))
+    assert "div." in ptx
+    head = ptx[:ptx.index("div.")]
+    ones = re.findall(r"setp\.eq\.b64\s+(%p\d+), %rd\d+, 1;", head)
+    assert any(re.search(rf"@{p} bra\s", head) for p in ones)
 
 
 def test_row_reductions_use_warp_shuffles_and_shared_memory_across_warps():

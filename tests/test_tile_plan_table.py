@@ -28,13 +28,16 @@ MODULES = {"tiles": (ROOT / "example_project/example_kernels/tiles.py", "example
 
 #: (module, kernel, tile shape of its output, threads, bytes per access, reduction strategies)
 PLANS = [
-    ("tiles", "add", (1024,), 128, 16, ""),
+    ("tiles", "add", (1024,), 64, 16, ""),
     ("tiles", "add", (4096,), 256, 16, ""),
+    ("tiles", "axpby", (1024,), 64, 16, ""),
     ("tiles", "scale_bias", (64, 64), 256, 16, ""),
     ("tiles", "scale_bias", (16, 256), 256, 16, ""),
     ("tiles", "softmax", (1, 1024), 32, 16, "warp warp warp warp"),
     ("tiles", "softmax", (1, 4096), 256, 16, "block block block block"),
     ("tiles", "softmax", (4, 256), 128, 16, "warp warp warp warp"),
+    ("tiles", "softmax", (1, 256), 32, 16, "warp warp warp warp"),
+    ("tiles", "softmax", (4, 1024), 128, 16, "warp warp warp warp"),
     ("tiles", "layernorm", (1, 1024), 128, 16, "block block block block"),
     ("tiles", "layernorm", (4, 256), 128, 16, "warp warp warp warp"),
     ("tiles", "row_sum", (64,), 256, 16, "warp"),

@@ -279,6 +279,15 @@ void emu_pst_u8(uint64_t addr, uint16_t v, int pred) { if (pred) { emu_check_glo
 void emu_pst_b64(uint64_t addr, uint64_t v, int pred) { if (pred) { emu_check_global(addr, 8, 1, -1); *(uint64_t *)addr = v; } }
 uint32_t emu_ld_b32(uint64_t addr) { emu_check_global(addr, 4, 0, -1); return *(uint32_t *)addr; }
 uint32_t emu_mov_b32(uint32_t v) { return v; }   /* an opaque copy (keeps LLVM from hoisting) */
+
+/* cvt.rn.bf16x2.f32: round to nearest even, a NaN to the canonical 0x7FFF; hi in the upper half */
+static uint32_t emu_bf16_bits(float x) {
+    uint32_t bits;
+    memcpy(&bits, &x, 4);
+    if (x != x) return 0x7FFFu;
+    return (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+}
+uint32_t emu_cvt_rn_bf16x2_f32(float hi, float lo) { return emu_bf16_bits(hi) << 16 | emu_bf16_bits(lo); }
 /* ld.global.nc.v{2,4}.b32: aligned vector loads (a misaligned address is a fault on the GPU) */
 void emu_ld_vector(uint64_t addr, uint32_t *out, int words) {
     emu_check_global(addr, 4 * words, ACCESS_VECTOR, -1);

@@ -450,6 +450,9 @@ class _Emitter:
     def tile_Cast(self, e: ir.Cast) -> TileVal:
         (regs,) = self.operands(e, e.value)
         src = e.value.ty.dtype
+        if e.ty.dtype == types.BF16 and src != types.BF16 and len(regs) % 2 == 0:
+            wide = [convert(self.b, x, src, types.F32) for x in regs]
+            return TileVal(e.layout, memory.round_bf16(self.b, wide), e.ty.dtype)
         return TileVal(e.layout, [convert(self.b, x, src, e.ty.dtype) for x in regs], e.ty.dtype)
 
     def tile_Math(self, e: ir.Math) -> TileVal:

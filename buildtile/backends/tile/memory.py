@@ -18,19 +18,21 @@ import llvmlite.ir as lir
 
 from buildtile.backends.common.llvm import (
     I1,
+    I16,
     I32,
     I64,
     asm,
     asm_reg,
     const_of,
     from_asm_operand,
+    F32T,
     from_memory,
     mem_type,
     to_asm_operand,
     to_memory,
 )
 from buildtile.backends.tile.layout import access_vector
-from buildtile.backends.tile.types import Scalar, elem_bytes
+from buildtile.backends.tile.types import BF16, Scalar, elem_bytes
 
 _PTX_TYPE = {8: "u8", 16: "b16", 32: "b32", 64: "b64"}
 _REG_BITS = {"h": 16, "r": 32, "l": 64}
@@ -116,7 +118,9 @@ def load_tile(em, arr, origin: list[lir.Value], layout, padding) -> list[lir.Val
     mt = mem_type(dtype)
     for g in range(layout.nregs // vec):
         ptr = element_address(em, arr, element_coords(em, layout, origin, g * vec), unit_inner=vec > 1)
-        if vec > 1:
+        if vec > 1 and dtype == BF16:
+            fast_regs += bf16_words_to_regs(b, vector_load_words(em, ptr, vec * elem_bytes(dtype) // 4))
+        elif vec > 1:
             fast_regs += [from_memory(b, v, dtype) for v in vector_load(em, ptr, dtype, vec)]
         else:
             raw = b.load(ptr, typ=mt, align=elem_bytes(dtype))
@@ -148,23 +152,52 @@ def load_tile(em, arr, origin: list[lir.Value], layout, padding) -> list[lir.Val
 
 
 def vector_load(em, ptr: lir.Value, dtype: Scalar, vec: int) -> list[lir.Value]:
-    """``vec`` consecutive elements (4 to 16 bytes, aligned) through the non-coherent path.
+    """``vec`` consecutive elements (4 to 16 bytes, aligned) through the non-coherent path."""
+    b = em.b
+    words = vector_load_words(em, ptr, vec * elem_bytes(dtype) // 4)
+    packed = lir.Constant(lir.VectorType(I32, len(words)), lir.Undefined)
+    for k, word in enumerate(words):
+        packed = b.insert_element(packed, word, I32(k))
+    elements = b.bitcast(packed, lir.VectorType(mem_type(dtype), vec))
+    return [b.extract_element(elements, I32(i)) for i in range(vec)]
+
+
+def vector_load_words(em, ptr: lir.Value, words: int) -> list[lir.Value]:
+    """``words`` consecutive 32-bit words (aligned) through the non-coherent path.
 
     Written as inline PTX: LLVM would split a vector load whose elements are all used into
     scalar loads and drop the invariance that lets it use ``ld.global.nc``.
     """
     b = em.b
-    words = vec * elem_bytes(dtype) // 4
     outs = ", ".join(f"${k}" for k in range(words))
     shape = f".v{words}" if words > 1 else ""
     ret = lir.LiteralStructType([I32] * words) if words > 1 else I32
     raw = asm(b, ret, f"ld.global.nc{shape}.b32 {{{outs}}}, [${words}];" if words > 1
               else "ld.global.nc.b32 $0, [$1];", ",".join(["=r"] * words) + ",l", [b.ptrtoint(ptr, I64)])
-    packed = lir.Constant(lir.VectorType(I32, words), lir.Undefined)
-    for k in range(words):
-        packed = b.insert_element(packed, b.extract_value(raw, k) if words > 1 else raw, I32(k))
-    elements = b.bitcast(packed, lir.VectorType(mem_type(dtype), vec))
-    return [b.extract_element(elements, I32(i)) for i in range(vec)]
+    return [b.extract_value(raw, k) for k in range(words)] if words > 1 else [raw]
+
+
+def bf16_words_to_regs(b: lir.IRBuilder, words: list[lir.Value]) -> list[lir.Value]:
+    """The f32 registers of the bf16 pairs in ``words`` (the first element in the low half): one
+    shift or mask each, where widening each 16-bit element on its own takes two instructions."""
+    regs = []
+    for word in words:
+        regs.append(b.bitcast(b.shl(word, I32(16)), F32T))
+        regs.append(b.bitcast(b.and_(word, I32(0xFFFF0000 - (1 << 32))), F32T))
+    return regs
+
+
+def round_bf16(b: lir.IRBuilder, regs: list[lir.Value]) -> list[lir.Value]:
+    """f32 registers (an even number) rounded to bf16 precision, still f32 registers."""
+    return bf16_words_to_regs(b, bf16_pairs(b, regs))
+
+
+def bf16_pairs(b: lir.IRBuilder, regs: list[lir.Value]) -> list[lir.Value]:
+    """f32 registers rounded to bf16 two at a time into 32-bit words (the first element in the
+    low half): one ``cvt.rn.bf16x2.f32`` a pair (sm_80 and newer, as every Tile target), where
+    rounding in integer arithmetic takes six instructions an element."""
+    return [asm(b, I32, "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", [hi, lo])
+            for lo, hi in zip(regs[0::2], regs[1::2])]
 
 
 def predicated_load(em, ptr: lir.Value, pred: lir.Value, dtype: Scalar) -> lir.Value:
@@ -181,8 +214,12 @@ def store_tile(em, arr, origin: list[lir.Value], layout, regs: list[lir.Value]) 
     """Write a tile held in ``layout`` at element ``origin`` of ``arr``; elements outside are skipped."""
     b = em.b
     dtype = arr.elem
-    mem = [to_memory(b, r, dtype) for r in regs]
     vec = vector_width(layout, dtype)
+    words = bf16_pairs(b, regs) if dtype == BF16 and len(regs) % 2 == 0 else None
+    if words is not None:
+        mem = [half for w in words for half in (b.trunc(w, I16), b.trunc(b.lshr(w, I32(16)), I16))]
+    else:
+        mem = [to_memory(b, r, dtype) for r in regs]
     owner = em.owner(layout)      # replicated layouts: one copy of each element stores
     fast = tile_inside(em, arr, origin, layout.shape)
     if vec > 1:
@@ -196,7 +233,12 @@ def store_tile(em, arr, origin: list[lir.Value], layout, regs: list[lir.Value]) 
     mt = mem_type(dtype)
     for g in range(layout.nregs // vec):
         ptr = element_address(em, arr, element_coords(em, layout, origin, g * vec), unit_inner=vec > 1)
-        if vec > 1:
+        if vec > 1 and words is not None:
+            v = lir.Constant(lir.VectorType(I32, vec // 2), lir.Undefined)
+            for i in range(vec // 2):
+                v = b.insert_element(v, words[g * vec // 2 + i], I32(i))
+            b.store(v, ptr, align=vec * elem_bytes(dtype))
+        elif vec > 1:
             v = lir.Constant(lir.VectorType(mt, vec), lir.Undefined)
             for i in range(vec):
                 v = b.insert_element(v, mem[g * vec + i], I32(i))

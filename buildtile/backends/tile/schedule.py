@@ -138,8 +138,32 @@ def emit_tile_of_block(b: lir.IRBuilder, linear: lir.Value, counts: Sequence[lir
                        group: lir.Value | None = None) -> list[lir.Value]:
     """:func:`tile_of_block` in IR, for ``linear`` below the number of tiles: the tile's index per
     axis. ``group`` (rows per band, at least 1) applies :func:`grouped` to a 2-D grid."""
-    if group is not None and len(counts) == 2:
-        return emit_grouped(b, linear, counts[0], counts[1], group)
+    if len(counts) == 2:
+        return _emit_unless_one_column(b, linear, counts, group)
+    return _emit_row_major(b, linear, counts)
+
+
+def _emit_unless_one_column(b: lir.IRBuilder, linear: lir.Value, counts: Sequence[lir.Value],
+                            group: lir.Value | None) -> list[lir.Value]:
+    """A 2-D grid of one tile column (whole rows a tile) is ``(linear, 0)`` in either order: a
+    uniform branch skips the two run-time divisions of the decode."""
+    with b.if_else(b.icmp_unsigned("==", counts[1], I64(1)), likely=True) as (one_column, otherwise):
+        with one_column:
+            one_end = b.block
+        with otherwise:
+            ids = (emit_grouped(b, linear, counts[0], counts[1], group) if group is not None
+                   else _emit_row_major(b, linear, counts))
+            other_end = b.block
+    merged = []
+    for fast, slow in zip((linear, I64(0)), ids):
+        phi = b.phi(I64)
+        phi.add_incoming(fast, one_end)
+        phi.add_incoming(slow, other_end)
+        merged.append(phi)
+    return merged
+
+
+def _emit_row_major(b: lir.IRBuilder, linear: lir.Value, counts: Sequence[lir.Value]) -> list[lir.Value]:
     ids = []
     rest = linear
     for k, n in enumerate(reversed(counts)):
