@@ -118,11 +118,13 @@ def test_environment_wins_over_config_settings(tmp_path):
 def test_schema_describes_every_key_of_the_model():
     schema = json_schema()
     assert set(schema["properties"]) == {"kernels", "targets", "ptx", "opt-level", "checks", "c-abi",
-                                         "jobs", "cache-dir"}
+                                         "jobs", "cache-dir", "cache-remote", "cache-mode", "executor",
+                                         "executor-strict"}
     assert set(schema["properties"]["c-abi"]["properties"]) == {"enabled"}
     assert schema["additionalProperties"] is False
     assert {".".join(k) for k in model_keys()} == {
-        "kernels", "targets", "ptx", "opt-level", "checks", "c-abi.enabled", "jobs", "cache-dir"}
+        "kernels", "targets", "ptx", "opt-level", "checks", "c-abi.enabled", "jobs", "cache-dir", "cache-remote",
+        "cache-mode", "executor", "executor-strict"}
 
 
 # --------------------------------------------------------------------------- mistakes
