@@ -59,7 +59,7 @@ class DaskExecutor:
             if here:
                 for j, outcome in self.local.run([jobs[i] for i in here], opt_level, compile_here):
                     yield here[j], outcome
-            for future in as_completed(futures):
+            for future in as_completed(futures, loop=self.client.loop):
                 yield futures[future], _outcome(future)
         finally:
             for future in futures:
