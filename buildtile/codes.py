@@ -165,12 +165,12 @@ _ENTRIES = [
         a build that quietly ran on one machine would take hours.
         """, """
         [tool.buildtile]
-        executor = "dask://scheduler.example:8786"   # nothing listens there
+        executor = "dask://sched.example:8786"   # nothing listens
         executor-strict = true
         """, """
         [tool.buildtile]
-        executor = "dask://scheduler.example:8786"   # a running `dask scheduler`
-        executor-strict = true                       # and `pip install buildtile[dask]`
+        executor = "dask://sched.example:8786"   # `dask scheduler` runs
+        executor-strict = true                   # buildtile[dask] installed
         """),
     _entry("BT0080", "division by zero in a constant expression", (KERNEL_CHECK,), """
         An integer division or remainder whose operands are all constants
