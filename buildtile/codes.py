@@ -154,6 +154,24 @@ _ENTRIES = [
         def buildtile_register_backends(register):
             register(MyBackend(kind="mykind"))
         """),
+    _entry("BT0040", "the compile cluster cannot be used", ("build",), """
+        The build asked for a compile cluster (`executor = "dask://HOST:PORT"`)
+        in strict mode (`executor-strict = true`), and the cluster cannot be
+        used: no scheduler answered at that address, or the `distributed`
+        package is not installed.
+
+        Without strict mode such a build prints one warning line and compiles
+        on this machine, with the same result. Strict mode is for farms where
+        a build that quietly ran on one machine would take hours.
+        """, """
+        [tool.buildtile]
+        executor = "dask://sched.example:8786"   # nothing listens
+        executor-strict = true
+        """, """
+        [tool.buildtile]
+        executor = "dask://sched.example:8786"   # `dask scheduler` runs
+        executor-strict = true                   # buildtile[dask] installed
+        """),
     _entry("BT0080", "division by zero in a constant expression", (KERNEL_CHECK,), """
         An integer division or remainder whose operands are all constants
         divides by zero.

@@ -24,10 +24,12 @@ import llvmlite.binding as llvm
 from buildtile import __version__
 from buildtile.backend import AnalyzedKernel, Backend, CompileEntry, CompileOptions, KernelSource, Stage
 from buildtile.cache import KernelCache, cache_key, resolve_cache_dir
+from buildtile.cache_tiers import team_cache
 from buildtile.config import Project, compile_options
 from buildtile.diagnostics import Diagnostic, Span, unique
 from buildtile.discovery import find_kernels, resolve_modules
 from buildtile.errors import CompileError, ConfigError
+from buildtile.executors import open_executor
 from buildtile.interop import manifest as manifest_io
 from buildtile.interop.abi import ABI_VERSION
 from buildtile.interop.driver_compat import min_driver_for, ptx_isa_of
@@ -88,8 +90,14 @@ def compile_project(project: Project, out_dir: Path, *, log: Callable[[str], Non
     staging = new_staging_dir(Path(out_dir))
     try:
         jobs = _plan_jobs(project, builds, targets, options)
-        run_jobs([j for js in jobs.values() for j in js], KernelCache(resolve_cache_dir(settings.cache_dir)),
-                 options.opt_level, settings.jobs, Progress(log))
+        cache = team_cache(KernelCache(resolve_cache_dir(settings.cache_dir)), settings.cache_remote,
+                           settings.cache_mode)
+        executor = open_executor(settings.executor, workers=settings.jobs, strict=settings.executor_strict, warn=log)
+        try:
+            run_jobs([j for js in jobs.values() for j in js], cache, options.opt_level, settings.jobs,
+                     Progress(log), executor)
+        finally:
+            executor.close()
         manifest = {
             "manifest_version": manifest_io.MANIFEST_VERSION, "abi_version": ABI_VERSION,
             "package": project.package, "package_version": project.version, "buildtile_version": __version__,

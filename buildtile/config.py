@@ -34,6 +34,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from buildtile.cache import cache_dir_problem
+from buildtile.cache_tiers import CACHE_MODES, READ_WRITE, cache_mode_problem, cache_remote_problem
+from buildtile.executors import executor_problem
 from buildtile.errors import ConfigError
 from buildtile.interop.abi import DTYPES as ABI_DTYPES
 from buildtile.toolchain.targets import SUPPORTED_TARGETS, TARGET_SPELLING
@@ -260,6 +262,30 @@ class BuildtileSettings:
         "Where compiled kernels are cached by content; empty means the user cache "
         "($XDG_CACHE_HOME/buildtile or ~/.cache/buildtile). \"off\" disables the cache.",
         cache_dir_problem,
+    ))
+    cache_remote: str = field(default="", metadata=_meta(
+        "cache-remote",
+        "A cache shared by a team, behind the local one: a folder several machines use at once "
+        "(a network file system), or an fsspec URL (s3://bucket/prefix, gs://..., http://...). "
+        "Empty means none.",
+        cache_remote_problem,
+    ))
+    cache_mode: str = field(default=READ_WRITE, metadata=_meta(
+        "cache-mode",
+        "\"read-write\", or \"read-only\": take kernels from cache-remote but never publish to it "
+        "(CI jobs that consume what others built).",
+        cache_mode_problem,
+    ))
+    executor: str = field(default="local", metadata=_meta(
+        "executor",
+        "Where compile jobs run: \"local\" (a process pool on this machine) or a Dask distributed "
+        "scheduler, \"dask://HOST:PORT\" (needs buildtile[dask]).",
+        executor_problem,
+    ))
+    executor_strict: bool = field(default=False, metadata=_meta(
+        "executor-strict",
+        "Fail the build (BT0040) when the executor's cluster cannot be used, instead of warning and "
+        "compiling on this machine.",
     ))
 
 
@@ -588,6 +614,8 @@ def json_schema(model: type = BuildtileSettings) -> dict:
         # no NUL (written as an escape, which Python's and JavaScript's regular expressions share);
         # what else the reader refuses (an unknown ~user ...) depends on the machine
         properties["cache-dir"]["pattern"] = r"^[^\u0000]*$"
+        properties["cache-mode"]["enum"] = list(CACHE_MODES)
+        properties["executor"]["pattern"] = r"^(local|dask://.+:[0-9]+)$"
     return schema
 
 

@@ -9,17 +9,20 @@ the other jobs finish and are cached.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from buildtile.errors import ToolchainError
-from buildtile.isolation import Died, Raised, run_isolated
+from buildtile.executors.local import LocalExecutor
+from buildtile.isolation import Died, Raised
 from buildtile.toolchain.nvjitlink import ptx_to_cubin
 from buildtile.toolchain.ptx import llvm_to_ptx
+
+if TYPE_CHECKING:
+    from buildtile.executors import Executor
 
 #: how many lines of a crashed job's standard error its diagnostic quotes
 CRASH_LINES = 12
@@ -38,7 +41,8 @@ class Job:
     cached: bool = False
 
 
-def _compile_ir(llvm_ir: str, target: str, opt_level: int, name: str) -> tuple[str, bytes, float]:
+def compile_ir(llvm_ir: str, target: str, opt_level: int, name: str) -> tuple[str, bytes, float]:
+    """PTX, cubin and the seconds they took, from plain data (what a cluster's worker runs)."""
     start = time.perf_counter()
     ptx = llvm_to_ptx(llvm_ir, target, opt_level)
     cubin = ptx_to_cubin(ptx, target, name=name, opt_level=opt_level)
@@ -48,15 +52,19 @@ def _compile_ir(llvm_ir: str, target: str, opt_level: int, name: str) -> tuple[s
 def compile_job(job: Job, opt_level: int) -> tuple[str, bytes, float]:
     """The job's PTX, cubin and the seconds they took, made in this process."""
     if job.llvm_ir is not None:
-        return _compile_ir(job.llvm_ir, job.target, opt_level, f"{job.label}.ptx")
+        return compile_ir(job.llvm_ir, job.target, opt_level, f"{job.label}.ptx")
     start = time.perf_counter()
     ptx = job.make_ptx()
     cubin = ptx_to_cubin(ptx, job.target, name=f"{job.label}.ptx", opt_level=opt_level)
     return ptx, cubin, time.perf_counter() - start
 
 
-def run_jobs(jobs: list[Job], cache, opt_level: int, workers: int, progress: Callable[[Job, int, int], None]) -> None:
-    """Fill in every job's PTX and cubin; reports each as it completes (in the jobs' order)."""
+def run_jobs(jobs: list[Job], cache, opt_level: int, workers: int, progress: Callable[[Job, int, int], None],
+             executor: Executor | None = None) -> None:
+    """Fill in every job's PTX and cubin; reports each as it completes (in the jobs' order).
+
+    Uncached jobs run on ``executor`` (:mod:`buildtile.executors`), by default a pool of
+    ``workers`` processes on this machine."""
     total, done = len(jobs), 0
     pending = []
     for job in jobs:
@@ -68,11 +76,13 @@ def run_jobs(jobs: list[Job], cache, opt_level: int, workers: int, progress: Cal
         else:
             pending.append(job)
 
-    calls = [lambda job=job: compile_job(job, opt_level) for job in pending]
+    if executor is None:
+        executor = LocalExecutor(workers)
     arrived: dict[int, tuple[str, bytes, float] | None] = {}   # None: the job's process died
     crashed: list[tuple[Job, Died]] = []
     next_index = 0
-    with closing(run_isolated(calls, workers or os.cpu_count() or 1)) as outcomes:   # closing kills the rest
+    with closing(executor.run(pending, opt_level, lambda job: compile_job(job, opt_level))) as outcomes:
+        # closing kills the rest
         for index, outcome in outcomes:
             if isinstance(outcome, Raised):
                 raise outcome.error

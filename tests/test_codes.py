@@ -50,6 +50,7 @@ HOST_CASES = {
     "BT0021": "tests/test_codes.py::test_bt0021_math_without_libdevice_says_what_to_install",
     "BT0024": "tests/test_sanitize.py::test_no_sanitizer_anywhere_is_bt0024_naming_where_it_looked",
     "BT0030": "tests/test_codes.py::test_bt0030_a_plugin_registering_a_non_backend_is_refused",
+    "BT0040": "tests/test_executors.py::test_strict_mode_makes_an_unreachable_scheduler_bt0040",
     "BT0100": "tests/test_codes.py::test_bt0100_a_failed_check_without_diagnostics",
     "BT0382": "tests/test_tile_runtime_moves.py::test_every_use_of_a_moved_tensor_is_bt0382",
     "BT0502": "tests/test_runtime_arguments.py::test_interleaved_views_count_as_overlapping",

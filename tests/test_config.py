@@ -118,7 +118,8 @@ def test_environment_wins_over_config_settings(tmp_path):
 def test_schema_describes_every_key_of_the_model():
     schema = json_schema()
     assert set(schema["properties"]) == {"kernels", "targets", "ptx", "opt-level", "checks", "c-abi",
-                                         "torch", "jax", "jobs", "cache-dir", "tile"}
+                                         "torch", "jax", "jobs", "cache-dir", "tile", "cache-remote", "cache-mode",
+                                         "executor", "executor-strict"}
     assert set(schema["properties"]["c-abi"]["properties"]) == {"enabled"}
     assert set(schema["properties"]["tile"]["properties"]) == {"specialize"}
     assert set(schema["properties"]["torch"]["properties"]) == {"ops"}
@@ -126,7 +127,7 @@ def test_schema_describes_every_key_of_the_model():
     assert schema["additionalProperties"] is False
     assert {".".join(k) for k in model_keys()} == {
         "kernels", "targets", "ptx", "opt-level", "checks", "c-abi.enabled", "torch.ops", "jax.ffi",
-        "jobs", "cache-dir", "tile.specialize"}
+        "jobs", "cache-dir", "tile.specialize", "cache-remote", "cache-mode", "executor", "executor-strict"}
 
 
 # --------------------------------------------------------------------------- mistakes

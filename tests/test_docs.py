@@ -46,6 +46,8 @@ def override_for(setting) -> tuple[str, object]:
         return "pkg.a;pkg.b", ["pkg.a", "pkg.b"]
     if setting.keys == ("targets",):
         return "sm_86,sm_90a", ["sm_86", "sm_90a"]
+    if setting.keys == ("executor",):
+        return "dask://scheduler:8786", "dask://scheduler:8786"
     if setting.type_ is bool:
         return ("0", False) if setting.default else ("1", True)
     if setting.type_ is int:
