@@ -55,7 +55,7 @@ def test_jax_arrays_are_read_through_dlpack_once_ready_on_the_launch_stream(ops,
 
 
 def test_jax_arguments_are_checked_like_any_other(ops, torch):
-    a = jnp.zeros(100, dtype=jnp.float64)
+    a = jnp.zeros(100, dtype=jnp.int32)   # float64 would be truncated to float32 without jax_enable_x64
     c = torch.zeros(100, device="cuda")
     with pytest.raises(BuildtileError, match="vecadd"):
         ops.vecadd[ops.vecadd.grid_for(100)](a, a, c)
