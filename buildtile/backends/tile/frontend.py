@@ -11,12 +11,11 @@ converts) and broadcast NumPy-style; the tile operations are in
 from __future__ import annotations
 
 import ast
-from collections import Counter
 
 from buildtile.backend import KernelSource
 from buildtile.backends.common.typer import Abort, as_load
 from buildtile.backends.tile import chunks, ir, outputs
-from buildtile.backends.tile.functions import TileFunctions
+from buildtile.backends.tile.functions import TileFunctions, assignment_counts
 from buildtile.backends.tile.gather import TileGather
 from buildtile.backends.tile.philox import TileRandom
 from buildtile.backends.tile.scatter import TileScatter
@@ -31,21 +30,6 @@ def build_typed_ir(source: KernelSource, tile_shapes: dict[str, tuple[int, ...]]
     typer = _Typer(source, tile_shapes)
     kernel = typer.run()
     return (None if typer.diagnostics else kernel), typer.diagnostics
-
-
-def _assignment_counts(fn: ast.FunctionDef) -> Counter:
-    counts: Counter = Counter()
-    for node in ast.walk(fn):
-        targets = []
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
-            targets = [node.target]
-        for t in targets:
-            for n in ast.walk(t):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                    counts[n.id] += 1
-    return counts
 
 
 _UNSUPPORTED_HELP = {
@@ -80,7 +64,7 @@ class _Typer(TileFunctions, TileRandom, TileGather, TileScatter, TileOperations)
         super().__init__(source)
         self.tile_shapes = tile_shapes
         self.const_locals: dict[str, object] = {}
-        self.counts = _assignment_counts(source.node)
+        self.counts = assignment_counts(source.node)
         self.loop_depth = 0         # how many loops enclose the statement being typed
         self.init_functions()
 

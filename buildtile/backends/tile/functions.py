@@ -161,7 +161,7 @@ class TileFunctions:
 
     def inline_body(self, helper: ast.FunctionDef, bound: list[tuple[ast.arg, ast.AST]], call: ast.Call):
         # the arguments, in the caller's scope: constants stay constants, values are bound to the parameters
-        counts = _assignment_counts(helper)
+        counts = assignment_counts(helper)
         consts, values = {}, []
         for a, value_node in bound:
             folded = self.const(value_node) if counts[a.arg] == 0 else None
@@ -237,7 +237,8 @@ class TileFunctions:
         return value
 
 
-def _assignment_counts(fn: ast.FunctionDef) -> Counter:
+def assignment_counts(fn: ast.FunctionDef) -> Counter:
+    """How often each name of ``fn`` is bound (a name bound once may be a constant)."""
     counts: Counter = Counter()
     for node in ast.walk(fn):
         targets = []
