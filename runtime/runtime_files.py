@@ -31,6 +31,7 @@ RUNTIME_MODULES = (
     ("buildtile.interop", "host_cli"),
     ("buildtile.interop", "layout"),
     ("buildtile.interop", "manifest"),
+    ("buildtile.interop", "record_layout"),
     ("buildtile.interop", "tile_choice"),
 )
 

@@ -39,7 +39,7 @@ def project(tmp_path, monkeypatch):
     root = tmp_path / "example_project"
     shutil.copytree(ROOT / "example_project", root, ignore=shutil.ignore_patterns("build", "_buildtile"))
     for name, value in {"SOURCE_DATE_EPOCH": "1700000000", "BUILDTILE_CACHE_DIR": "off",
-                        "BUILDTILE_TARGETS": TARGET, "BUILDTILE_C_ABI_ENABLED": "0",
+                        "BUILDTILE_TARGETS": TARGET, "BUILDTILE_C_ABI_ENABLED": "0", "BUILDTILE_JAX_FFI": "0",
                         "BUILDTILE_EXECUTOR_STRICT": "1"}.items():
         monkeypatch.setenv(name, value)
     return root
@@ -53,7 +53,8 @@ def local_wheel(tmp_path_factory) -> bytes:
         root = work / "example_project"
         shutil.copytree(ROOT / "example_project", root, ignore=shutil.ignore_patterns("build", "_buildtile"))
         for name, value in {"SOURCE_DATE_EPOCH": "1700000000", "BUILDTILE_CACHE_DIR": "off",
-                            "BUILDTILE_TARGETS": TARGET, "BUILDTILE_C_ABI_ENABLED": "0"}.items():
+                            "BUILDTILE_TARGETS": TARGET, "BUILDTILE_C_ABI_ENABLED": "0",
+                            "BUILDTILE_JAX_FFI": "0"}.items():
             mp.setenv(name, value)
         return build_wheel(root, work / "dist", mp)
 

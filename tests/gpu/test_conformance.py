@@ -621,7 +621,8 @@ def example_for_coverage(tmp_path, monkeypatch):
     from buildtile.runtime.package import forget_package
 
     shutil.copytree(ROOT / "example_project" / PACKAGE, tmp_path / PACKAGE)
-    project = load_project(ROOT / "example_project", {"buildtile.targets": "sm_90", "buildtile.c-abi.enabled": "false"})
+    project = load_project(ROOT / "example_project", {"buildtile.targets": "sm_90", "buildtile.c-abi.enabled": "false",
+                                                         "buildtile.jax.ffi": "false"})
     manifest = compile_project(project, tmp_path, log=lambda _: None)
     monkeypatch.syspath_prepend(str(tmp_path))
     try:

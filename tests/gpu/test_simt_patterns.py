@@ -117,7 +117,8 @@ def test_sum_partials_adds_up_to_the_total(patterns, n, blocks):
 
 @pytest.mark.parametrize("n,blocks", [(1, 1), (3, 1), (1001, 2), (1_000_003, 7), (4_000_037, 264), (1 << 22, 1056)])
 @pytest.mark.parametrize("offset", [0, 1, 3])
-def test_sum_total_matches_numpy_at_ragged_sizes_and_misaligned_views(patterns, n, blocks, offset):
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.gpu)])   # too large for the emulator
+def test_sum_total_matches_numpy_at_ragged_sizes_and_misaligned_views(patterns, device, n, blocks, offset):
     # small integers: every partial sum is exact in f32, so the total must equal NumPy's exactly;
     # x[offset:] of an aligned tensor launches the plain entry when offset is not a multiple of 4
     x = np.random.default_rng(n + offset).integers(-8, 9, n + offset).astype(np.float32)
@@ -128,7 +129,8 @@ def test_sum_total_matches_numpy_at_ragged_sizes_and_misaligned_views(patterns, 
     assert host(total)[0] == x[offset:].astype(np.float64).sum()
 
 
-def test_sum_total_adds_to_what_total_holds(patterns):
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=pytest.mark.gpu)])   # too large for the emulator
+def test_sum_total_adds_to_what_total_holds(patterns, device):
     x = np.arange(-500, 523, dtype=np.float32)
     total = cuda(np.array([7.0], np.float32))
     patterns.sum_total[3](cuda(x), total)
