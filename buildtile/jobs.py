@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable
 from buildtile.errors import ToolchainError
 from buildtile.executors.local import LocalExecutor
 from buildtile.isolation import Died, Raised
-from buildtile.toolchain.nvjitlink import ptx_to_cubin
+from buildtile.toolchain.nvjitlink import ptx_to_fitted_cubin
 from buildtile.toolchain.ptx import llvm_to_ptx
 
 if TYPE_CHECKING:
@@ -44,8 +44,7 @@ class Job:
 def compile_ir(llvm_ir: str, target: str, opt_level: int, name: str) -> tuple[str, bytes, float]:
     """PTX, cubin and the seconds they took, from plain data (what a cluster's worker runs)."""
     start = time.perf_counter()
-    ptx = llvm_to_ptx(llvm_ir, target, opt_level)
-    cubin = ptx_to_cubin(ptx, target, name=name, opt_level=opt_level)
+    ptx, cubin = ptx_to_fitted_cubin(llvm_to_ptx(llvm_ir, target, opt_level), target, name=name, opt_level=opt_level)
     return ptx, cubin, time.perf_counter() - start
 
 
@@ -54,8 +53,7 @@ def compile_job(job: Job, opt_level: int) -> tuple[str, bytes, float]:
     if job.llvm_ir is not None:
         return compile_ir(job.llvm_ir, job.target, opt_level, f"{job.label}.ptx")
     start = time.perf_counter()
-    ptx = job.make_ptx()
-    cubin = ptx_to_cubin(ptx, job.target, name=f"{job.label}.ptx", opt_level=opt_level)
+    ptx, cubin = ptx_to_fitted_cubin(job.make_ptx(), job.target, name=f"{job.label}.ptx", opt_level=opt_level)
     return ptx, cubin, time.perf_counter() - start
 
 

@@ -37,9 +37,16 @@ def _load_nvjitlink():
 
 def ptx_to_cubin(ptx: str, target: str, *, name: str = "kernel.ptx", opt_level: int = 3) -> bytes:
     """Assemble and link PTX into a cubin for ``target`` (``sm_XX``)."""
+    return link_ptx(ptx, target, name=name, opt_level=opt_level)[0]
+
+
+def link_ptx(ptx: str, target: str, *, name: str = "kernel.ptx", opt_level: int = 3,
+             verbose: bool = False) -> tuple[bytes, str]:
+    """The cubin of ``ptx`` for ``target`` and nvJitLink's info log (with ``verbose``, ptxas'
+    registers and spills of every function)."""
     nvjitlink = _load_nvjitlink()
     # nvJitLink (ptxas) takes -O0 or -O3 only; LLVM did the level-specific work already
-    options = [f"-arch={target}", "-O0" if opt_level == 0 else "-O3"]
+    options = [f"-arch={target}", "-O0" if opt_level == 0 else "-O3"] + (["-verbose"] if verbose else [])
     try:
         handle = nvjitlink.create(len(options), options)
     except nvjitlink.nvJitLinkError as exc:
@@ -57,9 +64,25 @@ def ptx_to_cubin(ptx: str, target: str, *, name: str = "kernel.ptx", opt_level: 
         size = nvjitlink.get_linked_cubin_size(handle)
         cubin = bytearray(size)
         nvjitlink.get_linked_cubin(handle, cubin)
-        return bytes(cubin)
+        return bytes(cubin), _info_log(nvjitlink, handle) if verbose else ""
     finally:
         nvjitlink.destroy(handle)
+
+
+def _info_log(nvjitlink, handle) -> str:
+    size = nvjitlink.get_info_log_size(handle)
+    log = bytearray(size)
+    nvjitlink.get_info_log(handle, log)
+    return log.decode(errors="replace").rstrip("\x00")
+
+
+def ptx_to_fitted_cubin(ptx: str, target: str, *, name: str = "kernel.ptx", opt_level: int = 3) -> tuple[str, bytes]:
+    """The PTX with register budgets (:mod:`buildtile.toolchain.registers`) and its cubin; at
+    ``opt_level`` 0 the PTX as it is."""
+    if opt_level == 0:
+        return ptx, ptx_to_cubin(ptx, target, name=name, opt_level=0)
+    from buildtile.toolchain.registers import fit_registers
+    return fit_registers(ptx, lambda text: link_ptx(text, target, name=name, opt_level=opt_level, verbose=True))
 
 
 def _error_log(nvjitlink, handle) -> str:
