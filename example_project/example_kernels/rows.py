@@ -260,79 +260,88 @@ def rmsnorm_f16(x: Tensor[f16, 2], weight: Tensor[f16, 1], eps: f32, z: tile.Out
 @tile.kernel(specialize=[{"loss": [32]}, {"loss": [8]}, {"loss": [2]}, {"loss": [1]}],
              requires=["logits.shape[0] == loss.shape[0]", "target.shape[0] == loss.shape[0]"])
 def cross_entropy_f32(logits: Tensor[f32, 2], target: Tensor[i64, 1], loss: tile.Out[f32, 1]):
-    """``logsumexp(logits[r]) - logits[r, target[r]]`` for each row ``r``, in one pass: a
-    running maximum and sum of exponentials over chunks of the row, the next chunk's load in
-    flight while one is summed. A target outside ``[0, logits.shape[1])`` picks nothing (the
-    loss is the logsumexp)."""
+    """``logsumexp(logits[r]) - logits[r, target[r]]`` for each row ``r``, in one pass over
+    chunks of the row, the next chunk's load in flight while one is summed. Each element slot
+    of a chunk keeps its own running maximum and sum of exponentials, so the loop needs no
+    reduction; the slots are combined once, after it. A target outside
+    ``[0, logits.shape[1])`` picks nothing (the loss is the logsumexp)."""
     rows = loss.tile_shape[0]
     cols = CE_CHUNK // rows
     i = loss.tile_id(0)
     want = tile.load(target, (i,), (rows,)).astype(i32)
-    top = tile.full((rows,), -math.inf, f32)
-    total = tile.zeros((rows,), f32)
-    picked = tile.zeros((rows,), f32)
+    top = tile.full((rows, cols), -math.inf, f32)       # per slot, in log2 units
+    total = tile.zeros((rows, cols), f32)
+    picked = tile.zeros((rows, cols), f32)
     part = tile.load(logits, (i, 0), (rows, cols), padding=-math.inf)
     for k in tile.range(tile.cdiv(logits.shape[1], cols)):
         ahead = tile.load(logits, (i, k + 1), (rows, cols), padding=-math.inf)    # in flight meanwhile
         chunk = part.astype(f32) * LOG2E
-        hit = tile.arange(cols)[None, :] + k * cols == want[:, None]
-        picked = picked + tile.sum(tile.where(hit, chunk, 0.0), axis=1)
-        new_top = tile.maximum(top, tile.max(chunk, axis=1))
-        total = total * tile.exp2(top - new_top) + tile.sum(tile.exp2(chunk - new_top[:, None]), axis=1)
+        picked = tile.where(tile.arange(cols)[None, :] + k * cols == want[:, None], chunk, picked)
+        new_top = tile.maximum(top, chunk)
+        # a slot past the row's end has seen only padding: it holds nothing (and no inf - inf)
+        total = tile.where(new_top == -math.inf, 0.0, total * tile.exp2(top - new_top) + tile.exp2(chunk - new_top))
         top = new_top
         part = ahead
-    loss.store((top + tile.log2(total) - picked) * (1.0 / LOG2E))
+    row_top = tile.max(top, axis=1)
+    row_total = tile.sum(total * tile.exp2(top - row_top[:, None]), axis=1)
+    loss.store((row_top + tile.log2(row_total) - tile.sum(picked, axis=1)) * (1.0 / LOG2E))
 
 
 @tile.kernel(specialize=[{"loss": [32]}, {"loss": [8]}, {"loss": [2]}, {"loss": [1]}],
              requires=["logits.shape[0] == loss.shape[0]", "target.shape[0] == loss.shape[0]"])
 def cross_entropy_bf16(logits: Tensor[bf16, 2], target: Tensor[i64, 1], loss: tile.Out[f32, 1]):
-    """``logsumexp(logits[r]) - logits[r, target[r]]`` for each row ``r``, in one pass: a
-    running maximum and sum of exponentials over chunks of the row, the next chunk's load in
-    flight while one is summed. A target outside ``[0, logits.shape[1])`` picks nothing (the
-    loss is the logsumexp)."""
+    """``logsumexp(logits[r]) - logits[r, target[r]]`` for each row ``r``, in one pass over
+    chunks of the row, the next chunk's load in flight while one is summed. Each element slot
+    of a chunk keeps its own running maximum and sum of exponentials, so the loop needs no
+    reduction; the slots are combined once, after it. A target outside
+    ``[0, logits.shape[1])`` picks nothing (the loss is the logsumexp)."""
     rows = loss.tile_shape[0]
     cols = CE_CHUNK // rows
     i = loss.tile_id(0)
     want = tile.load(target, (i,), (rows,)).astype(i32)
-    top = tile.full((rows,), -math.inf, f32)
-    total = tile.zeros((rows,), f32)
-    picked = tile.zeros((rows,), f32)
+    top = tile.full((rows, cols), -math.inf, f32)       # per slot, in log2 units
+    total = tile.zeros((rows, cols), f32)
+    picked = tile.zeros((rows, cols), f32)
     part = tile.load(logits, (i, 0), (rows, cols), padding=-math.inf)
     for k in tile.range(tile.cdiv(logits.shape[1], cols)):
         ahead = tile.load(logits, (i, k + 1), (rows, cols), padding=-math.inf)    # in flight meanwhile
         chunk = part.astype(f32) * LOG2E
-        hit = tile.arange(cols)[None, :] + k * cols == want[:, None]
-        picked = picked + tile.sum(tile.where(hit, chunk, 0.0), axis=1)
-        new_top = tile.maximum(top, tile.max(chunk, axis=1))
-        total = total * tile.exp2(top - new_top) + tile.sum(tile.exp2(chunk - new_top[:, None]), axis=1)
+        picked = tile.where(tile.arange(cols)[None, :] + k * cols == want[:, None], chunk, picked)
+        new_top = tile.maximum(top, chunk)
+        # a slot past the row's end has seen only padding: it holds nothing (and no inf - inf)
+        total = tile.where(new_top == -math.inf, 0.0, total * tile.exp2(top - new_top) + tile.exp2(chunk - new_top))
         top = new_top
         part = ahead
-    loss.store((top + tile.log2(total) - picked) * (1.0 / LOG2E))
+    row_top = tile.max(top, axis=1)
+    row_total = tile.sum(total * tile.exp2(top - row_top[:, None]), axis=1)
+    loss.store((row_top + tile.log2(row_total) - tile.sum(picked, axis=1)) * (1.0 / LOG2E))
 
 
 @tile.kernel(specialize=[{"loss": [32]}, {"loss": [8]}, {"loss": [2]}, {"loss": [1]}],
              requires=["logits.shape[0] == loss.shape[0]", "target.shape[0] == loss.shape[0]"])
 def cross_entropy_f16(logits: Tensor[f16, 2], target: Tensor[i64, 1], loss: tile.Out[f32, 1]):
-    """``logsumexp(logits[r]) - logits[r, target[r]]`` for each row ``r``, in one pass: a
-    running maximum and sum of exponentials over chunks of the row, the next chunk's load in
-    flight while one is summed. A target outside ``[0, logits.shape[1])`` picks nothing (the
-    loss is the logsumexp)."""
+    """``logsumexp(logits[r]) - logits[r, target[r]]`` for each row ``r``, in one pass over
+    chunks of the row, the next chunk's load in flight while one is summed. Each element slot
+    of a chunk keeps its own running maximum and sum of exponentials, so the loop needs no
+    reduction; the slots are combined once, after it. A target outside
+    ``[0, logits.shape[1])`` picks nothing (the loss is the logsumexp)."""
     rows = loss.tile_shape[0]
     cols = CE_CHUNK // rows
     i = loss.tile_id(0)
     want = tile.load(target, (i,), (rows,)).astype(i32)
-    top = tile.full((rows,), -math.inf, f32)
-    total = tile.zeros((rows,), f32)
-    picked = tile.zeros((rows,), f32)
+    top = tile.full((rows, cols), -math.inf, f32)       # per slot, in log2 units
+    total = tile.zeros((rows, cols), f32)
+    picked = tile.zeros((rows, cols), f32)
     part = tile.load(logits, (i, 0), (rows, cols), padding=-math.inf)
     for k in tile.range(tile.cdiv(logits.shape[1], cols)):
         ahead = tile.load(logits, (i, k + 1), (rows, cols), padding=-math.inf)    # in flight meanwhile
         chunk = part.astype(f32) * LOG2E
-        hit = tile.arange(cols)[None, :] + k * cols == want[:, None]
-        picked = picked + tile.sum(tile.where(hit, chunk, 0.0), axis=1)
-        new_top = tile.maximum(top, tile.max(chunk, axis=1))
-        total = total * tile.exp2(top - new_top) + tile.sum(tile.exp2(chunk - new_top[:, None]), axis=1)
+        picked = tile.where(tile.arange(cols)[None, :] + k * cols == want[:, None], chunk, picked)
+        new_top = tile.maximum(top, chunk)
+        # a slot past the row's end has seen only padding: it holds nothing (and no inf - inf)
+        total = tile.where(new_top == -math.inf, 0.0, total * tile.exp2(top - new_top) + tile.exp2(chunk - new_top))
         top = new_top
         part = ahead
-    loss.store((top + tile.log2(total) - picked) * (1.0 / LOG2E))
+    row_top = tile.max(top, axis=1)
+    row_total = tile.sum(total * tile.exp2(top - row_top[:, None]), axis=1)
+    loss.store((row_top + tile.log2(row_total) - tile.sum(picked, axis=1)) * (1.0 / LOG2E))
