@@ -80,7 +80,7 @@ def show_stage(kernel: str, stage: str, path: str | Path = ".", target: str | No
     prints each under a ``==> <entry> <==`` line. ``target`` defaults to the
     project's oldest.
     """
-    from buildtile.compiler import (analyze, check_targets, compile_entries, discover, entry_ptx,
+    from buildtile.compiler import (analyze, check_targets, compile_entries, discover, entry_ptx, entry_targets,
                                     project_targets)
     from buildtile.config import compile_options, load_project
     from buildtile.stages import entry_name, parse_stages, stage_text
@@ -102,7 +102,8 @@ def show_stage(kernel: str, stage: str, path: str | Path = ".", target: str | No
     target = target or project_targets(project)[0]
     target_arch(target)
     (build,) = compile_entries(analyze([source], options), options)
-    entries = [e for e in build.entries if label in ("", e.label)]
+    # an entry built for some targets only (a TMA entry: sm_90a) shows for those
+    entries = [e for e in build.entries if label in ("", e.label) and entry_targets(e, [target])]
     if not entries:
         raise BuildtileError(f"kernel `{source.module}.{source.name}` has no entry `{label}`", code="BT0010",
                              help=f"entries: {', '.join(e.label for e in build.entries)}")
