@@ -72,10 +72,10 @@ def test_a_plain_matmul_loop_takes_the_hopper_path_for_sm_90a_only(tmp_path, m, 
 
 
 @pytest.mark.parametrize("shape,update", [
-    (dict(m=32, n=64, k=32), "tile.mma(ta, tb, acc)"),          # M under one wgmma's 64 rows
-    (dict(m=512, n=16, k=16), "tile.mma(ta, tb, acc)"),         # 512 rows: past the copy engine's box
-    (dict(m=128, n=128, k=32), "tile.mma(ta, tb, acc) * 0.5"),  # the accumulator changes outside the mma
-    (dict(m=128, n=128, k=32), "tile.mma(ta, tb, acc + 1.0)"),  # nor inside it
+    ({"m": 32, "n": 64, "k": 32}, "tile.mma(ta, tb, acc)"),          # M under one wgmma's 64 rows
+    ({"m": 512, "n": 16, "k": 16}, "tile.mma(ta, tb, acc)"),         # 512 rows: past the copy engine's box
+    ({"m": 128, "n": 128, "k": 32}, "tile.mma(ta, tb, acc) * 0.5"),  # the accumulator changes outside the mma
+    ({"m": 128, "n": 128, "k": 32}, "tile.mma(ta, tb, acc + 1.0)"),  # nor inside it
 ])
 def test_other_loops_keep_the_sm_80_lowering(tmp_path, shape, update):
     kernel = analyzed(tmp_path, update=update, **shape)
@@ -147,7 +147,7 @@ def test_the_accumulator_layout_is_wgmmas_fragment_layout(m, n, groups):
 
 @pytest.fixture(scope="module")
 def hopper_ptx(tmp_path_factory) -> dict[str, str]:
-    kernel, entries = tma_entry(tmp_path_factory.mktemp("hopper"), t="f16")
+    _, entries = tma_entry(tmp_path_factory.mktemp("hopper"), t="f16")
     return {symbol: llvm_to_ptx(e.llvm_ir, HOPPER_TARGET) for symbol, e in entries.items()}
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import shutil
 import sys
 import tempfile
@@ -91,14 +92,14 @@ def run(root: Path) -> int:
             tma = launch(kernel, args, c, shape)
             torch.cuda.synchronize()
             err = ((c.float() - want).abs().max() / want.abs().max().clamp(min=1e-6)).item()
-            ok = err == err and err < TOLERANCE["f32" if bias else dtype] and tma == expect_tma
+            ok = not math.isnan(err) and err < TOLERANCE["f32" if bias else dtype] and tma == expect_tma
         except Exception:  # noqa: BLE001 (a smoke test reports and goes on)
             traceback.print_exc()
             tma, err, ok = None, float("nan"), False
         failures += not ok
-        say(f"{'ok  ' if ok else 'FAIL'} {name:<22} tile {str(shape):<11} M={m:<5} N={n:<5} K={k:<5} "
+        say(f"{'ok  ' if ok else 'FAIL'} {name:<22} tile {shape!s:<11} M={m:<5} N={n:<5} K={k:<5} "
             f"{'TMA entry ' if tma else 'plain entry'}{' (misaligned a)' if misalign else ''}  max rel err {err:.2e}")
-        if not ok and err == err and err > 0:
+        if not ok and err > 0:
             describe_mismatch(torch, c.float(), want)
 
     for name, dtype in (("matmul_bf16", "bf16"), ("matmul_f16", "f16"), ("matmul_bf16_k32", "bf16")):
@@ -110,12 +111,34 @@ def run(root: Path) -> int:
         check("matmul_bf16", mm.matmul_bf16, "bf16", [128, 256], m, n, k)
     check("matmul_bias_relu_f32", mm.matmul_bias_relu_f32, "f16", [128, 128], 300, 200, 96, bias=True)
     check("matmul_bf16", mm.matmul_bf16, "bf16", [128, 128], 100, 200, 64, misalign=True)
+    failures += persistent(torch, tile, mm.matmul_bf16)
 
     for dtype, kernel in (("bf16", mm.matmul_bf16), ("f16", mm.matmul_f16)):
         for m, n, k in ((8192, 8192, 8192), (8192, 8192, 1024)):
             failures += bench(torch, tile, kernel, dtype, m, n, k)
     say("all checks passed" if not failures else f"{failures} check(s) FAILED")
     return 1 if failures else 0
+
+
+def persistent(torch, tile, kernel) -> int:
+    """A persistent launch: fewer blocks than tiles, each carrying its barriers' phases from tile to tile."""
+    a = torch.randn(1000, 200, device="cuda").to(torch.bfloat16)
+    b = torch.randn(200, 1000, device="cuda").to(torch.bfloat16)
+    c = torch.full((1000, 1000), float("nan"), device="cuda", dtype=torch.bfloat16)
+    try:
+        pending = kernel(a, b, tile.partition(c, [64, 64], persistent=True))
+        grid, tma = pending.grid, pending.uses_tma
+        pending.launch()
+        torch.cuda.synchronize()
+        want = a.float() @ b.float()
+        err = ((c.float() - want).abs().max() / want.abs().max()).item()
+        ok = not math.isnan(err) and err < TOLERANCE["bf16"] and tma
+    except Exception:  # noqa: BLE001 (a smoke test reports and goes on)
+        traceback.print_exc()
+        grid, tma, err, ok = None, None, float("nan"), False
+    say(f"{'ok  ' if ok else 'FAIL'} persistent matmul_bf16 tile [64, 64] M=N=1000 K=200 grid {grid} "
+        f"(256 tiles) {'TMA entry' if tma else 'plain entry'}  max rel err {err:.2e}")
+    return 0 if ok else 1
 
 
 def describe_mismatch(torch, got, want) -> None:
@@ -163,7 +186,7 @@ def bench(torch, tile, kernel, dtype, m, n, k) -> int:
     err = ((c.float() - want).abs().max() / want.abs().max()).item()
     flops = 2 * m * n * k
     rate = {label: flops / (ms / 1e3) / 1e12 for label, ms in times.items()}
-    ok = err == err and err < TOLERANCE[dtype]
+    ok = not math.isnan(err) and err < TOLERANCE[dtype]
     say(f"{'ok  ' if ok else 'FAIL'} {dtype} {m}x{n}x{k}: buildtile {rate['buildtile']:.0f} TFLOP/s "
         f"({times['buildtile']:.3f} ms), torch {rate['torch']:.0f} TFLOP/s, ratio "
         f"{rate['buildtile'] / rate['torch']:.2f}x, max rel err {err:.1e}")

@@ -114,7 +114,7 @@ def by_value_tensor_maps(llvm_ir: str, symbol: str, params: Sequence[PtxParam]) 
     their address is taken with ``cvta.param``, never of a local copy, which TMA cannot read).
 
     llvmlite writes no typed ``byval``, so the ``define`` line is rewritten."""
-    define = re.compile(rf'^define [^\n]*@"{re.escape(symbol)}"\([^\n]*$', re.M)
+    define = re.compile(rf'^define [^\n]*@"{re.escape(symbol)}"\([^\n]*$', re.MULTILINE)
     match = define.search(llvm_ir)
     if match is None:
         raise ValueError(f"no definition of {symbol} in the module")

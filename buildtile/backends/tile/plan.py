@@ -113,7 +113,8 @@ def make_plan(kernel: ir.KernelIR, target: str | None = None) -> Plan:
     accumulator = mma_accumulator
     if hopper is not None:
         threads, pipelines = hopper.threads, {}
-        accumulator = lambda m, n, threads: hopper.accumulator_layout()  # noqa: E731 (the kernel's one mma)
+        def accumulator(m: int, n: int, threads: int) -> Layout:   # the kernel's one mma
+            return hopper.accumulator_layout()
     smem = {name for p in pipelines.values() for name in p.names} | (hopper.names if hopper is not None else set())
     reduced = reduced_axes(kernel)
     var_layouts = assign_layouts(kernel, threads, smem, reduced, access_bytes(kernel), accumulator)

@@ -56,9 +56,9 @@ def mma_async(b: lir.IRBuilder, dtype: Scalar, n: int, a_desc: lir.Value, b_desc
     assert count == n // 2
     kind = "bf16" if dtype == BF16 else "f16"
     outs = ", ".join(f"${k}" for k in range(count))
-    text = ("{ .reg .pred p; setp.ne.b32 p, $%d, 0; "
-            "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, $%d, $%d, p, 1, 1, 0, 1; }"
-            % (count + 2, n, kind, kind, outs, count, count + 1))
+    text = (f"{{ .reg .pred p; setp.ne.b32 p, ${count + 2}, 0; "
+            f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{outs}}}, ${count}, ${count + 1}, "
+            "p, 1, 1, 0, 1; }")
     return _tied(b, text, regs, [a_desc, b_desc, I32(1)], "l,l,r")
 
 
