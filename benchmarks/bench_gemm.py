@@ -31,7 +31,7 @@ PACKAGE = "bench_gemm_kernels"
 
 
 def build(source: Path, root: Path):
-    """``source`` built for sm_90a into ``root`` and imported."""
+    """``source`` built for sm_80 and sm_90a into ``root`` and imported (the sm_80 entry: any other GPU)."""
     sys.path.insert(0, str(ROOT))
     from buildtile.compiler import compile_project
     from buildtile.config import load_project
@@ -41,7 +41,7 @@ def build(source: Path, root: Path):
     shutil.copy(source, root / PACKAGE / "matmuls.py")
     (root / "pyproject.toml").write_text(
         f'[project]\nname = "{PACKAGE}"\nversion = "0.1.0"\n\n[tool.buildtile]\n'
-        f'kernels = ["{PACKAGE}.matmuls"]\ntargets = ["sm_90a"]\nptx = false\n')
+        f'kernels = ["{PACKAGE}.matmuls"]\ntargets = ["sm_80", "sm_90a"]\nptx = false\n')
     compile_project(load_project(root, env={}), root, log=lambda line: None)
     sys.path.insert(0, str(root))
     return importlib.import_module(f"{PACKAGE}.matmuls")
