@@ -51,10 +51,15 @@ def describe(target: str, as_json: bool = False) -> str:
                   f"block={tuple(block)}" if block else "no contract: unsafe_launch only")
         out.append(f"\n{k['module']}.{k['name']}({params})  [{k['kind']}, {launch}]")
         entries = k.get("tile", {}).get("specializations", [{"artifacts": k["artifacts"]}])
+        entries = [e for spec in entries for e in [spec, *([spec["tma"]] if "tma" in spec else [])]]
         for spec in [*entries, *([k["aligned"]] if "aligned" in k else [])]:
             if "tile_shapes" in spec:
                 dtypes = f", dtypes {spec['dtypes']}" if spec.get("dtypes") else ""
                 out.append(f"  tile shapes {spec['tile_shapes']}{dtypes}: block {tuple(spec['block'])}, "
+                           f"{spec['shared_bytes']} bytes of shared memory")
+            if "maps" in spec:
+                maps = ", ".join(f"{m['param']} box {tuple(m['box'])}" for m in spec["maps"])
+                out.append(f"  its TMA entry (wgmma fed by TMA; {maps}): block {tuple(spec['block'])}, "
                            f"{spec['shared_bytes']} bytes of shared memory")
             if "align" in spec:
                 out.append(f"  aligned entry, for data pointers aligned to {spec['align']} bytes:")
