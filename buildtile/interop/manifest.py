@@ -801,13 +801,7 @@ def _specialization(raw: object, outs: list[ParamRecord], where: str,
             raise malformed(f"{where}.tile_shapes", f"the tile shape of `{p.name}` is {shape!r}; "
                                                     f"expected {p.rank} positive integers")
         tile_shapes.append((p.name, tuple(shape)))
-    symbol = raw.get("symbol")
-    if not isinstance(symbol, str) or not symbol.isidentifier():
-        raise malformed(f"{where}.symbol", f"symbol {symbol!r} is not a PTX entry name")
-    block = _block(raw.get("block"), f"{where}.block", "block")
-    if block is None:
-        raise malformed(f"{where}.block", "a specialization needs its block shape")
-    shared = _count(raw.get("shared_bytes", 0), 2**32, f"{where}.shared_bytes", "shared_bytes")
+    symbol, block, shared = _entry_launch(raw, where, "a specialization")
     artifacts = _artifacts(raw.get("artifacts"), f"{where}.artifacts")
     if not artifacts:
         raise malformed(f"{where}.artifacts", "no artifacts")
@@ -829,17 +823,22 @@ def _specialization(raw: object, outs: list[ParamRecord], where: str,
                                 tma=tma)
 
 
-def _tma_entry(raw: object, where: str, params: dict[str, ParamRecord]) -> TmaEntryRecord:
-    """A specialization's ``tma`` object: its entry, launch shape and tensor maps."""
-    if not isinstance(raw, dict):
-        raise malformed(where, "expected an object")
+def _entry_launch(raw: dict, where: str, what: str) -> tuple[str, tuple[int, int, int], int]:
+    """The PTX entry, block shape and shared bytes of a specialization or of its TMA entry."""
     symbol = raw.get("symbol")
     if not isinstance(symbol, str) or not symbol.isidentifier():
         raise malformed(f"{where}.symbol", f"symbol {symbol!r} is not a PTX entry name")
     block = _block(raw.get("block"), f"{where}.block", "block")
     if block is None:
-        raise malformed(f"{where}.block", "a TMA entry needs its block shape")
-    shared = _count(raw.get("shared_bytes", 0), 2**32, f"{where}.shared_bytes", "shared_bytes")
+        raise malformed(f"{where}.block", f"{what} needs its block shape")
+    return symbol, block, _count(raw.get("shared_bytes", 0), 2**32, f"{where}.shared_bytes", "shared_bytes")
+
+
+def _tma_entry(raw: object, where: str, params: dict[str, ParamRecord]) -> TmaEntryRecord:
+    """A specialization's ``tma`` object: its entry, launch shape and tensor maps."""
+    if not isinstance(raw, dict):
+        raise malformed(where, "expected an object")
+    symbol, block, shared = _entry_launch(raw, where, "a TMA entry")
     maps = raw.get("maps")
     if not isinstance(maps, list) or not maps:
         raise malformed(f"{where}.maps", "a TMA entry needs its tensor maps")

@@ -27,6 +27,7 @@ from buildtile.backends.tile import ir
 from buildtile.backends.tile.hopper import tensor_maps, wgmma
 from buildtile.backends.tile.hopper.descriptors import ELEM_BYTES, PANEL_ALIGN
 from buildtile.backends.tile.hopper.select import BARRIER_BYTES, HopperPlan
+from buildtile.backends.tile.loops import counted, trip_count
 
 
 @dataclass
@@ -82,10 +83,8 @@ def emit_loop(em, plan: HopperPlan) -> None:
     b = em.b
     ring: Ring = em.ring
     loop = plan.loop
-    start, stop = em.scalar(loop.start), em.scalar(loop.stop)
-    span = b.sub(stop, start)
-    span = b.select(b.icmp_signed(">", span, I64(0)), span, I64(0))
-    trips = b.trunc(b.sdiv(b.add(span, I64(loop.step - 1)), I64(loop.step)), I32)
+    start, trips = trip_count(em, loop)
+    trips = b.trunc(trips, I32)
     first = b.load(ring.steps)
     producer = b.icmp_unsigned("==", em.tid, I32(0))
     tx_bytes = sum(op.panels.rows * op.panels.cols * ELEM_BYTES for op in plan.operands)
@@ -111,30 +110,20 @@ def emit_loop(em, plan: HopperPlan) -> None:
             with b.if_then(b.icmp_signed("<", I32(s), trips)):
                 issue(I32(s))
 
-    counter = em.alloca_builder.alloca(I32, name=f"{loop.var}.step")
-    b.store(I32(0), counter)
-    head, body, done = (em.fn.append_basic_block(f"ring.{n}") for n in ("cond", "body", "end"))
-    b.branch(head)
-    b.position_at_end(head)
-    it = b.load(counter)
-    b.cbranch(b.icmp_signed("<", it, trips), body, done)
-    b.position_at_end(body)
-    step = b.add(first, it)
-    stage = b.urem(step, I32(plan.stages))
-    _wait(em, _barrier(b, ring, stage), b.and_(b.udiv(step, I32(plan.stages)), I32(1)))
-    stage_base = b.add(ring.base, b.mul(stage, I32(plan.stage_bytes)))
-    for op in plan.operands:
-        em.smem_operands[op.name] = b.add(stage_base, I32(op.offset))
-    b.store(b.add(start, b.mul(b.zext(it, I64), I64(loop.step))), em.scalar_slot(loop.var))
-    em.stmts([s for s in loop.body if not (isinstance(s, ir.Assign) and s.name in plan.names)])
-    # every warpgroup is past the previous step's wgmmas (wait_group 1 in the mma): refill its stage
-    barrier(b)
-    refill = b.sub(b.add(it, I32(plan.stages)), I32(1))
-    with b.if_then(b.and_(producer, b.and_(b.icmp_signed(">", it, I32(0)), b.icmp_signed("<", refill, trips)))):
-        issue(refill)
-    b.store(b.add(it, I32(1)), counter)
-    b.branch(head)
-    b.position_at_end(done)
+    with counted(em, trips, "ring") as it:
+        step = b.add(first, it)
+        stage = b.urem(step, I32(plan.stages))
+        _wait(em, _barrier(b, ring, stage), b.and_(b.udiv(step, I32(plan.stages)), I32(1)))
+        stage_base = b.add(ring.base, b.mul(stage, I32(plan.stage_bytes)))
+        for op in plan.operands:
+            em.smem_operands[op.name] = b.add(stage_base, I32(op.offset))
+        b.store(b.add(start, b.mul(b.zext(it, I64), I64(loop.step))), em.scalar_slot(loop.var))
+        em.stmts([s for s in loop.body if not (isinstance(s, ir.Assign) and s.name in plan.names)])
+        # every warpgroup is past the previous step's wgmmas (wait_group 1 in the mma): refill its stage
+        barrier(b)
+        refill = b.sub(b.add(it, I32(plan.stages)), I32(1))
+        with b.if_then(b.and_(producer, b.and_(b.icmp_signed(">", it, I32(0)), b.icmp_signed("<", refill, trips)))):
+            issue(refill)
     for op in plan.operands:
         em.smem_operands.pop(op.name, None)
     b.store(b.add(first, trips), ring.steps)
