@@ -258,10 +258,10 @@ def test_tensor_map_requests_follow_the_copy_engines_rules():
 
 
 def test_the_emulator_refuses_a_tma_entry_by_name(ops):
-    from buildtile.emulate.driver import EmulatedDriver
+    from buildtile.emulate import emulated
     from buildtile.emulate.hostir import EmulationError
 
     spec = ops.matmul.signature.specializations[0]
-    with pytest.raises(EmulationError) as refused:
-        EmulatedDriver().get_function(None, spec.tma.symbol)
+    with emulated() as driver, pytest.raises(EmulationError) as refused:
+        driver.get_function(None, spec.tma.symbol)
     assert refused.value.code == "BT0805" and "TMA" in str(refused.value)
