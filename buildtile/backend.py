@@ -53,6 +53,9 @@ class CompileOptions:
     #: ``[tool.buildtile.tile.specialize]`` as JSON: the products tile kernels name; "" reads the
     #: nearest pyproject.toml (a file checked outside a project)
     tile_specialize: str = ""
+    #: the project's targets, for entries only some targets get (the TMA entries of sm_90a);
+    #: () when unknown, and then no such entry is made
+    targets: tuple[str, ...] = ()
 
 
 @dataclass
@@ -90,6 +93,11 @@ class CompileEntry:
     #: bytes every array argument's data pointer is aligned to for the host to launch this entry
     #: rather than its kernel's first (manifest ``aligned``); 0 for an entry that assumes nothing
     pointer_align: int = 0
+    #: the only targets it is built for (those of its kernel's targets that are listed); () every target
+    targets: tuple[str, ...] = ()
+    #: the symbol of the tile specialisation whose TMA entry this is (manifest ``tma`` in that
+    #: specialisation, its record less ``symbol`` and ``artifacts`` in ``specialization``); "" for none
+    tma_of: str = ""
 
 
 class BackendImpl(ABC):

@@ -183,7 +183,7 @@ def compile_entries(kernels: list[AnalyzedKernel], options: CompileOptions) -> l
 def check_targets(builds: list[KernelBuild], targets: list[str], options: CompileOptions) -> None:
     """Every backend's per-target refusals, for every entry and every target of the project,
     before anything is compiled; all of them are reported together."""
-    diags = [d for b in builds for entry in b.entries for target in targets
+    diags = [d for b in builds for entry in b.entries for target in entry_targets(entry, targets)
              for d in b.backend.impl.check_target(b.kernel, entry, target, options)]
     if diags:
         raise CompileError(unique(diags))
@@ -202,6 +202,11 @@ def kernel_targets(kernel: AnalyzedKernel, targets: list[str]) -> list[str]:
             Span.of(src.decorator, src.display_file, src.lines), label=f"needs sm_{floor} or newer",
             help=f"add a target such as sm_{floor} to tool.buildtile.targets")])
     return allowed
+
+
+def entry_targets(entry: CompileEntry, targets: list[str]) -> list[str]:
+    """Those of ``targets`` that ``entry`` is built for (an entry may name the only targets it takes)."""
+    return [t for t in targets if not entry.targets or t in entry.targets]
 
 
 def package_records(builds: list[KernelBuild]) -> dict[str, dict]:
@@ -242,7 +247,7 @@ def _plan_jobs(project: Project, builds: list[KernelBuild], targets: list[str],
             # without LLVM IR, the kernel's whole module source stands in for its content
             content = entry.llvm_ir if entry.llvm_ir is not None else "\n".join(k.source.lines) + entry.symbol
             label = f"{k.source.module}.{k.source.name}" + (f" {entry.label}" if entry.label else "")
-            for target in kernel_targets(k, targets):
+            for target in entry_targets(entry, kernel_targets(k, targets)):
                 pm.hook.buildtile_before_compile(project=project, kernel=k, target=target)
                 key = cache_key(__version__, b.backend.kind, b.backend.version, toolchain, target,
                                 str(options.opt_level), options.checks, content)
@@ -262,7 +267,7 @@ def _record(project: Project, build: KernelBuild, jobs: dict[str, list[Job]], ta
     artifacts_of: dict[str, dict] = {}
     for entry in build.entries:
         artifacts = artifacts_of[entry.symbol] = {}
-        for job in jobs[entry.symbol]:
+        for job in jobs.get(entry.symbol, []):
             isa = ptx_isa_of(job.ptx)
             # what loading it asks of the driver: the cubin is held to the PTX it was assembled from
             needs = {"ptx_isa": isa, "min_driver": min_driver_for(isa)}
@@ -287,9 +292,14 @@ def _record(project: Project, build: KernelBuild, jobs: dict[str, list[Job]], ta
             record["aligned"] = {"align": entry.pointer_align, "symbol": entry.symbol,
                                  "artifacts": artifacts_of[entry.symbol]}
     if k.grid_param is not None:   # one compiled entry per tile shape
+        # a specialization's TMA entry, where it has one built, is launched instead of it when the inputs suit TMA
+        tma = {e.tma_of: {**e.specialization, "symbol": e.symbol, "artifacts": artifacts_of[e.symbol]}
+               for e in build.entries if e.tma_of and artifacts_of[e.symbol]}
         record["tile"] = {
             "grid_param": k.grid_param,
-            "specializations": [{**e.specialization, "artifacts": artifacts_of[e.symbol]} for e in build.entries],
+            "specializations": [{**e.specialization, "artifacts": artifacts_of[e.symbol],
+                                 **({"tma": tma[e.symbol]} if e.symbol in tma else {})}
+                                for e in build.entries if not e.tma_of],
             "choice": dict(CHOICE_RECORD),
         }
     return record
@@ -313,7 +323,7 @@ def _write_stages(build_dir: Path, builds: list[KernelBuild], jobs: dict[str, li
     shutil.rmtree(build_dir / STAGES_DIR, ignore_errors=True)
     for b in builds:
         for entry in b.entries:
-            ptx_of = {job.target: job.ptx for job in jobs[entry.symbol]}
+            ptx_of = {job.target: job.ptx for job in jobs.get(entry.symbol, [])}
             for stage in stages:
                 for target in ptx_of if stage.per_target else [None]:
                     text = stage_text(b.backend.impl, b.kernel, entry, stage, lambda t=target: ptx_of[t])

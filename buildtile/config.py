@@ -295,7 +295,7 @@ def compile_options(settings: BuildtileSettings):
 
     return CompileOptions(opt_level=settings.opt_level, checks=settings.checks,
                           tile_specialize=json.dumps(settings.tile.specialize, sort_keys=True)
-                          if settings.tile.specialize else "")
+                          if settings.tile.specialize else "", targets=tuple(sorted(settings.targets)))
 
 
 #: keys a project must set (there is no sensible default for what to compile)

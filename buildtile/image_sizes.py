@@ -13,14 +13,16 @@ __all__ = ["image_sizes", "size_summary"]
 
 def image_sizes(manifest: Mapping, sizes: Mapping[str, int] | None = None) -> dict[str, dict[str, int]]:
     """``{"<module>.<kernel>": {"sm_80": bytes, "PTX sm_80": bytes, ...}}`` over every image
-    (all tile specializations of a Tile kernel, or a SIMT kernel's two entries, together). A file's size in ``sizes`` (by its
+    (all tile specializations of a Tile kernel and their TMA entries, or a SIMT kernel's two entries,
+    together). A file's size in ``sizes`` (by its
     path in the manifest) wins over the size the manifest recorded."""
     sizes = sizes or {}
     out: dict[str, dict[str, int]] = {}
     for kernel in manifest["kernels"]:
         per_target = out.setdefault(f"{kernel['module']}.{kernel['name']}", {})
         entries = kernel.get("tile", {}).get("specializations", [{"artifacts": kernel["artifacts"]}])
-        for spec in [*entries, *([kernel["aligned"]] if "aligned" in kernel else [])]:
+        tma = [spec["tma"] for spec in entries if "tma" in spec]   # the sm_90a TMA entries
+        for spec in [*entries, *tma, *([kernel["aligned"]] if "aligned" in kernel else [])]:
             for artifact in spec["artifacts"].values():
                 target = artifact.get("target") or _target_of(artifact["path"])
                 key = f"PTX {target}" if artifact["kind"] == "ptx" else target

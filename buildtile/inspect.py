@@ -51,10 +51,15 @@ def describe(target: str, as_json: bool = False) -> str:
                   f"block={tuple(block)}" if block else "no contract: unsafe_launch only")
         out.append(f"\n{k['module']}.{k['name']}({params})  [{k['kind']}, {launch}]")
         entries = k.get("tile", {}).get("specializations", [{"artifacts": k["artifacts"]}])
+        entries = [e for spec in entries for e in [spec, *([spec["tma"]] if "tma" in spec else [])]]
         for spec in [*entries, *([k["aligned"]] if "aligned" in k else [])]:
             if "tile_shapes" in spec:
                 dtypes = f", dtypes {spec['dtypes']}" if spec.get("dtypes") else ""
                 out.append(f"  tile shapes {spec['tile_shapes']}{dtypes}: block {tuple(spec['block'])}, "
+                           f"{spec['shared_bytes']} bytes of shared memory")
+            if "maps" in spec:
+                maps = ", ".join(f"{m['param']} box {tuple(m['box'])}" for m in spec["maps"])
+                out.append(f"  its TMA entry (wgmma fed by TMA; {maps}): block {tuple(spec['block'])}, "
                            f"{spec['shared_bytes']} bytes of shared memory")
             if "align" in spec:
                 out.append(f"  aligned entry, for data pointers aligned to {spec['align']} bytes:")
@@ -80,7 +85,7 @@ def show_stage(kernel: str, stage: str, path: str | Path = ".", target: str | No
     prints each under a ``==> <entry> <==`` line. ``target`` defaults to the
     project's oldest.
     """
-    from buildtile.compiler import (analyze, check_targets, compile_entries, discover, entry_ptx,
+    from buildtile.compiler import (analyze, check_targets, compile_entries, discover, entry_ptx, entry_targets,
                                     project_targets)
     from buildtile.config import compile_options, load_project
     from buildtile.stages import entry_name, parse_stages, stage_text
@@ -102,7 +107,8 @@ def show_stage(kernel: str, stage: str, path: str | Path = ".", target: str | No
     target = target or project_targets(project)[0]
     target_arch(target)
     (build,) = compile_entries(analyze([source], options), options)
-    entries = [e for e in build.entries if label in ("", e.label)]
+    # an entry built for some targets only (a TMA entry: sm_90a) shows for those
+    entries = [e for e in build.entries if label in ("", e.label) and entry_targets(e, [target])]
     if not entries:
         raise BuildtileError(f"kernel `{source.module}.{source.name}` has no entry `{label}`", code="BT0010",
                              help=f"entries: {', '.join(e.label for e in build.entries)}")

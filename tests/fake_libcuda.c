@@ -267,3 +267,43 @@ CUresult cuLaunchCooperativeKernel(struct fake_function* f, unsigned gx, unsigne
     fake.cooperative_launches++;
     return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, NULL);
 }
+
+/* The last cuTensorMapEncodeTiled call and how many were made (an object of its own: the layout of
+ * `fake` is mirrored by tests). The map it writes starts with the global address, then the
+ * extents, so a launch's recorded parameters show which map it got. */
+struct fake_tensor_map_call {
+    int calls;
+    int data_type;
+    unsigned rank;
+    unsigned long long address;
+    unsigned long long dims[2];
+    unsigned long long strides[1];
+    unsigned box[2];
+    unsigned element_strides[2];
+    int interleave, swizzle, l2_promotion, oob_fill;
+};
+
+struct fake_tensor_map_call fake_tensor_map;
+
+CUresult cuTensorMapEncodeTiled(void* map, int data_type, unsigned rank, void* address,
+                                const unsigned long long* dims, const unsigned long long* strides,
+                                const unsigned* box, const unsigned* element_strides, int interleave,
+                                int swizzle, int l2_promotion, int oob_fill)
+{
+    struct fake_tensor_map_call* c = &fake_tensor_map;
+    c->calls++;
+    c->data_type = data_type;
+    c->rank = rank;
+    c->address = (unsigned long long)(uintptr_t)address;
+    for (unsigned d = 0; d < 2 && d < rank; ++d) {
+        c->dims[d] = dims[d];
+        c->box[d] = box[d];
+        c->element_strides[d] = element_strides[d];
+    }
+    c->strides[0] = rank > 1 ? strides[0] : 0;
+    c->interleave = interleave, c->swizzle = swizzle, c->l2_promotion = l2_promotion, c->oob_fill = oob_fill;
+    memset(map, 0, 128);
+    memcpy(map, &c->address, sizeof c->address);
+    memcpy((unsigned char*)map + 8, c->dims, sizeof c->dims);
+    return 0;
+}

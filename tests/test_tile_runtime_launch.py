@@ -521,14 +521,14 @@ def test_a_pending_launch_is_made_only_by_calling_its_kernel(tiles, fake_gpu):
     x, y, z = vectors(fake_gpu)
     pending = tiles.add(tensor(x), tensor(y), partition(z, [128]))
     for token in (None, object()):
-        text = refused(fake_gpu, ContractError, PendingLaunch, token, tiles.add, pending._binding, pending._function)
+        text = refused(fake_gpu, ContractError, PendingLaunch, token, tiles.add, pending._binding, pending._entry)
         assert text.startswith("error[BT0600]: ") and "calling its kernel" in text
-    text = refused(fake_gpu, ContractError, PendingLaunch, tiles.add, pending._binding, pending._function)
+    text = refused(fake_gpu, ContractError, PendingLaunch, tiles.add, pending._binding, pending._entry)
     assert text.startswith("error[BT0600]: ")
     pending.cancel()
 
 
-@pytest.mark.parametrize("name", ["kernel", "_binding", "_function", "_state", "_lock"])
+@pytest.mark.parametrize("name", ["kernel", "_binding", "_entry", "_state", "_lock"])
 def test_a_pending_launch_cannot_be_re_pointed(tiles, fake_gpu, name):
     x, y, z = vectors(fake_gpu)
     pending = tiles.add(tensor(x), tensor(y), partition(z, [128]))

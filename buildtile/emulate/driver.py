@@ -77,6 +77,10 @@ EMULATED_MULTIPROCESSORS = 4
 class EmulatedDriver:
     """The driver interface over the CPU emulator (see the module docstring)."""
 
+    #: the emulator is no Hopper: it encodes no tensor maps, so a specialization's TMA entry
+    #: (wgmma, TMA, mbarriers) never launches here and its plain entry runs instead
+    tensor_maps = False
+
     def __init__(self) -> None:
         arch = os.environ.get("BUILDTILE_EMULATED_ARCH", DEFAULT_ARCH).removeprefix("sm_").rstrip("a")
         self.capability = (int(arch[:-1]), int(arch[-1]))

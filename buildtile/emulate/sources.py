@@ -13,7 +13,7 @@ from pathlib import Path
 
 from buildtile.backend import AnalyzedKernel, CompileEntry, CompileOptions
 from buildtile.discovery import KernelModule, find_kernels
-from buildtile.emulate.hostir import host_ir
+from buildtile.emulate.hostir import EmulationError, host_ir
 from buildtile.emulate.lines import source_lines
 from buildtile.emulate.machine import HostKernel
 from buildtile.plugins import backends
@@ -50,7 +50,13 @@ def _module_entries(path: Path, module: str, options: CompileOptions) -> tuple:
 
 @lru_cache(maxsize=256)
 def _host_kernel(path: Path, module: str, options: CompileOptions, symbol: str) -> HostKernel:
-    lowered = dict(_module_entries(path, module, options))[symbol]
+    lowered = dict(_module_entries(path, module, options)).get(symbol)
+    if lowered is None:
+        # entries the emulator never lowers: a specialization's TMA entry (wgmma, TMA and mbarriers)
+        raise EmulationError(
+            f"the CPU emulator cannot run kernel entry `{symbol}` of module `{module}`: it is not an entry the "
+            "emulator lowers (the TMA entries of sm_90a use instructions the emulator does not have)",
+            code="BT0805", help="launch through the runtime, which runs the specialization's own entry here")
     return HostKernel(host_ir(lowered.entry.llvm_ir, symbol), lowered.kernel.source.name, lowered.kernel.params,
                       per_tile=lowered.kind == "tile", source_file=lowered.display_file)
 

@@ -39,6 +39,11 @@ fewer blocks than tiles is a persistent launch (backends/tile/schedule.py).
 A kernel whose contract has ``coarsen`` = K > 1 runs K logical blocks in each
 physical block: hosts launch ``ceil(grid.x / K)`` blocks along x and pass one
 more, trailing, ``int64``: the logical ``grid.x``.
+
+A Tile specialization's TMA entry (manifest ``tma``, sm_90a) takes the same
+parameters, then one ``CUtensorMap`` by value per entry of its ``maps``, in that
+order: 128 bytes each, aligned to 64 (``.param .align 64 .b8 [128]``), encoded
+by the host with ``cuTensorMapEncodeTiled`` over the array the entry names.
 """
 
 from __future__ import annotations
@@ -141,6 +146,14 @@ def trailing_params(contract: dict) -> list[PtxParam]:
 
 #: the trailing parameter of a Tile specialization that takes a schedule
 TILE_SCHEDULE = PtxParam("tile_schedule", "i64")
+#: the C type of a tensor-map parameter of a TMA entry: a ``CUtensorMap`` passed by value
+TENSOR_MAP = "tensor_map"
+TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN = 128, 64
+
+
+def tensor_map_param(array: str) -> PtxParam:
+    """The tensor-map parameter of a TMA entry that describes the array parameter ``array``."""
+    return PtxParam(f"{array}.tensor_map", TENSOR_MAP)
 #: the tile schedule that keeps the order the compiler chose
 COMPILED_ORDER = -1
 

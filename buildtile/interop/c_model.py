@@ -73,7 +73,7 @@ class Kernel:
     images: tuple[Image, ...]            # exact cubins first, then PTX, newest first
     kind: str = "simt"                   # "tile": see `tile`
     tile: TileRecord | None = None       # a Tile kernel's specializations
-    #: the images of each entry a Tile kernel launches (one per specialization), by its symbol
+    #: the images of each entry a Tile kernel launches (one per specialization, and its TMA entry), by symbol
     images_of: dict[str, tuple[Image, ...]] = field(default_factory=dict)
     coarsen: int = 1                     # logical blocks per launched block (abi.launch_extras)
     cooperative: bool = False            # launched with every block resident (simt.grid_sync)
@@ -108,7 +108,9 @@ class Kernel:
     def entries(self) -> tuple[tuple[str, tuple[Image, ...]], ...]:
         """(PTX entry name, images holding it) of everything this kernel launches."""
         if self.tile is not None:
-            return tuple((s.symbol, self.images_of[s.symbol]) for s in self.tile.specializations)
+            own = [(s.symbol, self.images_of[s.symbol]) for s in self.tile.specializations]
+            tma = [(s.tma.symbol, self.images_of[s.tma.symbol]) for s in self.tile.specializations if s.tma]
+            return tuple(own + tma)
         if self.aligned is not None:
             return ((self.symbol, self.images), (self.aligned.symbol, self.aligned.images))
         return ((self.symbol, self.images),)
@@ -175,6 +177,11 @@ def _c_kernel(record: KernelRecord, package_out: Path) -> Kernel:
         if not _IDENTIFIER.fullmatch(spec.symbol):
             raise malformed(where, f"symbol {spec.symbol!r} is not an ASCII identifier usable in C")
         images_of[spec.symbol] = _read_images(spec.artifacts, package_out, f"{where}, specialization {spec.describe()}")
+        if spec.tma is not None:
+            if not _IDENTIFIER.fullmatch(spec.tma.symbol):
+                raise malformed(where, f"symbol {spec.tma.symbol!r} is not an ASCII identifier usable in C")
+            images_of[spec.tma.symbol] = _read_images(spec.tma.artifacts, package_out,
+                                                      f"{where}, TMA entry of specialization {spec.describe()}")
     aligned = None
     if record.aligned is not None:
         if not _IDENTIFIER.fullmatch(record.aligned.symbol):

@@ -148,9 +148,10 @@ def signature_comment(kernel: Kernel) -> str:
     return "\n".join(lines)
 
 
-def params_array(kernel: Kernel, arg_prefix: str) -> list[str]:
+def params_array(kernel: Kernel, arg_prefix: str, tensor_maps: int = 0, array: str = "params") -> list[str]:
     """The ``void* params[]`` of a launcher's cuLaunchKernel, in the order abi.kernel_params gives;
-    checked buffers are read from ``args``, scalars from the launcher's ``<arg_prefix><name>``."""
+    checked buffers are read from ``args``, scalars from the launcher's ``<arg_prefix><name>``; a TMA
+    entry's ``tensor_maps`` encoded maps (``maps[k]``) last."""
     index = {p.name: i for i, p in enumerate(kernel.buffers)}
     dtype = {p.name: p.dtype for p in kernel.params}
     lines: list[str] = []
@@ -177,9 +178,10 @@ def params_array(kernel: Kernel, arg_prefix: str) -> list[str]:
         slots.append("&k_logical_blocks")
     if kernel.tile is not None and kernel.tile.takes_schedule:   # ABI: then the tile schedule (bt_tile_grid's)
         slots.append("&k_tile_schedule")
+    slots += [f"&maps[{k}]" for k in range(tensor_maps)]   # ABI: a TMA entry's tensor maps, by value
     if not slots:
-        return ["    void** const params = NULL;"]
-    lines.append("    void* params[] = {")
+        return [f"    void** const {array} = NULL;"]
+    lines.append(f"    void* {array}[] = {{")
     lines += [f"        (void*){slot}," for slot in slots]
     lines.append("    };")
     return lines

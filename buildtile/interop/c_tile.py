@@ -130,14 +130,16 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
         var = f"bt_kernel_{i}_{s}"
         extents = [n for _, shape in spec.tile_shapes for n in shape]
         bx, by, bz = spec.block
+        table = tables[s][0] if generic else tables[0][0]
         out += [
             f"/* tile shape {spec.describe()}: block ({bx}, {by}, {bz}), {spec.shared_bytes} bytes of shared memory */",
             f"static const int64_t bt_tiles_{i}_{s}[] = {{{', '.join(map(str, extents)) or '0'}}};",
             f"static const bt_kernel {var} = {{",
             f"    &bt_module_{m}, {index}, {string_literal(kernel.qualname)},",
             f"    {{{bx}, {by}, {bz}}}, 0, {spec.shared_bytes}u, 1u, {kernel.min_cc or 0},",
-            f"    {tables[s][0] if generic else tables[0][0]}, {len(buffers)}, 0,",
+            f"    {table}, {len(buffers)}, 0,",
             "};",
+            *_tma_tables(i, s, kernel, spec, module_of, table),
             (f"static const bt_tile bt_tile_{i}_{s} = {{{grid_buffer}, bt_tiles_{i}_{s} + {offset}, {grid_rank}, "
              f"{int(kernel.tile.takes_schedule)}}};"),
             "",
@@ -155,11 +157,34 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
             "        return status;",
         ]
         out += [relation_check(req, kernel, var, LAUNCHER_ARG_PREFIX) for req in kernel.requires]
+        chosen = f"&{var}"
+        if spec.tma is not None:   # its TMA entry where the device, driver and inputs allow it
+            n_maps = len(spec.tma.maps)
+            out += [
+                f"    bt_tensor_map maps[{n_maps}];",
+                "    int tma = 0;",
+                f"    status = bt_tma_prepare(&bt_tma_{i}_{s}, args, maps, &tma);",
+                "    if (status != BT_OK)",
+                "        return status;",
+                f"    const bt_kernel* chosen = tma ? bt_tma_{i}_{s}.kernel : &{var};",
+            ]
+            chosen = "chosen"
         out += [
-            (f"    status = bt_tile_grid(&{var}, &bt_tile_{i}_{s}, cfg, schedule, args, &launch, &empty, "
+            (f"    status = bt_tile_grid({chosen}, &bt_tile_{i}_{s}, cfg, schedule, args, &launch, &empty, "
              "&k_tile_schedule);"),
             "    if (status != BT_OK || empty) /* an empty output has no tile: nothing to launch */",
             "        return status;",
+        ]
+        if spec.tma is not None:
+            out += [
+                "    if (tma) {",
+                "        if (launch.shared_mem < chosen->dynamic_shared) /* the TMA entry's own amount */",
+                "            launch.shared_mem = 0;",
+                *["    " + line for line in params_array(kernel, LAUNCHER_ARG_PREFIX, n_maps, "tma_params")],
+                "        return bt_launch(chosen, &launch, NULL, args, tma_params);",
+                "    }",
+            ]
+        out += [
             *params_array(kernel, LAUNCHER_ARG_PREFIX),
             f"    return bt_launch(&{var}, &launch, NULL, args, params);",
             "}",
@@ -172,6 +197,41 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
         ]
     out += _dispatcher(i, kernel)
     return "\n".join(out)
+
+
+#: CUtensorMapDataType (cuda.h) and bytes of the element types a TMA entry maps
+_TMA_DATA_TYPES = {"f16": (6, 2), "bf16": (9, 2)}
+#: CUtensorMapSwizzle by swizzle bytes
+_TMA_SWIZZLES = {32: 1, 64: 2, 128: 3}
+
+
+def _tma_tables(i: int, s: int, kernel: Kernel, spec: SpecializationRecord, module_of: dict[str, tuple[int, int]],
+                buffers_table: str) -> list[str]:
+    """A specialization's TMA entry (``bt_tma_<i>_<s>``): its kernel and its tensor maps."""
+    tma = spec.tma
+    if tma is None:
+        return []
+    m, index = module_of[tma.symbol]
+    bx, by, bz = tma.block
+    buffer_of = {p.name: k for k, p in enumerate(kernel.buffers)}
+    dtype_of = {p.name: spec.dtype_of(p) for p in kernel.buffers}
+    maps = []
+    for record in tma.maps:
+        code, size = _TMA_DATA_TYPES[dtype_of[record.param]]
+        maps.append(f"    {{{buffer_of[record.param]}, {{{record.box[0]}u, {record.box[1]}u}}, "
+                    f"{_TMA_SWIZZLES[record.swizzle]}, {code}, {size}}}, /* `{record.param}` */")
+    return [
+        f"/* its TMA entry (sm_90a): block ({bx}, {by}, {bz}), {tma.shared_bytes} bytes of shared memory */",
+        f"static const bt_kernel bt_kernel_{i}_{s}_tma = {{",
+        f"    &bt_module_{m}, {index}, {string_literal(kernel.qualname)},",
+        f"    {{{bx}, {by}, {bz}}}, 0, {tma.shared_bytes}u, 1u, {kernel.min_cc or 0},",
+        f"    {buffers_table}, {len(kernel.buffers)}, 0,",
+        "};",
+        f"static const bt_tma_map bt_tma_maps_{i}_{s}[] = {{",
+        *maps,
+        "};",
+        f"static const bt_tma bt_tma_{i}_{s} = {{&bt_kernel_{i}_{s}_tma, bt_tma_maps_{i}_{s}, {len(tma.maps)}}};",
+    ]
 
 
 def _dispatcher(i: int, kernel: Kernel) -> list[str]:

@@ -84,11 +84,33 @@ Tile kernels (``"kind": "tile"``) have the same record, plus::
                 "shared_bytes": 0,                     # dynamic shared memory each launch provides
                 "artifacts": {...},                    # as for SIMT kernels
                 "dtypes": {"T": "bf16"},               # generic kernels only: each dtype variable's dtype,
-                "param_dtypes": {"x": "bf16", "z": "bf16"}   # and the arrays that follow one
+                "param_dtypes": {"x": "bf16", "z": "bf16"},  # and the arrays that follow one
+                "tma": {...}                           # sm_90a builds of mma kernels only, see below
               }
             ],
             "choice": {"rule": "fewest-padded-v1", "fill_tiles": 264}   # tile.partition(z) without a shape
           }
+
+A specialization whose K loop the Hopper lowering takes has, in a build
+for ``sm_90a``, a TMA entry: the same kernel reading its matmul operands with
+TMA (``cp.async.bulk.tensor``) into an mbarrier ring and multiplying with
+``wgmma``. Its images exist for sm_90a alone::
+
+                "tma": {
+                  "symbol": "..._t128x256__tma",
+                  "block": [256, 1, 1], "shared_bytes": 148528,
+                  "maps": [                          # one CUtensorMap parameter each, after the schedule
+                    {"param": "a", "box": [32, 128], "swizzle": 64},   # box innermost first
+                    {"param": "b", "box": [64, 32], "swizzle": 128}
+                  ],
+                  "artifacts": {"sm_90a": {...}}
+                }
+
+A host launches it instead of the specialization's ``symbol`` when the device
+runs one of its images and every mapped array suits TMA: a base address and
+row stride that are multiples of 16 bytes, innermost stride 1, no empty
+extent. Otherwise (or on a host that cannot encode tensor maps, such as the
+CPU emulator) it launches ``symbol``, whose sm_90a image is built as well.
 
 A ``tile_out`` parameter crosses the kernel ABI like a tensor (pointer,
 shape, strides); its tile shape is a compile-time constant of the chosen
@@ -323,6 +345,26 @@ class ArtifactRecord:
 
 
 @dataclass(frozen=True)
+class TensorMapRecord:
+    """One tensor-map parameter of a TMA entry: the array it describes and how the copy engine reads it."""
+
+    param: str                    # the array parameter (a 2-D ``tensor``)
+    box: tuple[int, int]          # elements of one copy, innermost first (as cuTensorMapEncodeTiled takes it)
+    swizzle: int                  # bytes of the shared-memory swizzle: 32, 64 or 128
+
+
+@dataclass(frozen=True)
+class TmaEntryRecord:
+    """A specialization's entry for sm_90a that reads its inputs with TMA through ``maps``."""
+
+    symbol: str
+    block: tuple[int, int, int]
+    shared_bytes: int
+    maps: tuple[TensorMapRecord, ...]
+    artifacts: tuple[ArtifactRecord, ...]
+
+
+@dataclass(frozen=True)
 class SpecializationRecord:
     """One compiled tile shape of a Tile kernel: its own entry, block, shared memory and images."""
 
@@ -335,6 +377,8 @@ class SpecializationRecord:
     #: a generic kernel's: each dtype variable's dtype, and each array parameter that follows one
     dtypes: tuple[tuple[str, str], ...] = ()
     param_dtypes: tuple[tuple[str, str], ...] = ()
+    #: the TMA entry launched instead where the device, driver and inputs allow it (None: none built)
+    tma: TmaEntryRecord | None = None
 
     def tile_shape_of(self, param: str) -> tuple[int, ...]:
         return dict(self.tile_shapes)[param]
@@ -757,13 +801,7 @@ def _specialization(raw: object, outs: list[ParamRecord], where: str,
             raise malformed(f"{where}.tile_shapes", f"the tile shape of `{p.name}` is {shape!r}; "
                                                     f"expected {p.rank} positive integers")
         tile_shapes.append((p.name, tuple(shape)))
-    symbol = raw.get("symbol")
-    if not isinstance(symbol, str) or not symbol.isidentifier():
-        raise malformed(f"{where}.symbol", f"symbol {symbol!r} is not a PTX entry name")
-    block = _block(raw.get("block"), f"{where}.block", "block")
-    if block is None:
-        raise malformed(f"{where}.block", "a specialization needs its block shape")
-    shared = _count(raw.get("shared_bytes", 0), 2**32, f"{where}.shared_bytes", "shared_bytes")
+    symbol, block, shared = _entry_launch(raw, where, "a specialization")
     artifacts = _artifacts(raw.get("artifacts"), f"{where}.artifacts")
     if not artifacts:
         raise malformed(f"{where}.artifacts", "no artifacts")
@@ -778,9 +816,46 @@ def _specialization(raw: object, outs: list[ParamRecord], where: str,
     if bool(dtypes) != bool(param_dtypes):
         raise malformed(where, "a generic specialization has both `dtypes` and `param_dtypes`")
     by_param = dict(param_dtypes)
+    tma = _tma_entry(raw["tma"], f"{where}.tma", params_by_name) if raw.get("tma") is not None else None
     return SpecializationRecord(tuple(tile_shapes), symbol, block, shared, artifacts, schedule=schedule,
                                 dtypes=dtypes,
-                                param_dtypes=tuple((q.name, by_param[q.name]) for q in params if q.name in by_param))
+                                param_dtypes=tuple((q.name, by_param[q.name]) for q in params if q.name in by_param),
+                                tma=tma)
+
+
+def _entry_launch(raw: dict, where: str, what: str) -> tuple[str, tuple[int, int, int], int]:
+    """The PTX entry, block shape and shared bytes of a specialization or of its TMA entry."""
+    symbol = raw.get("symbol")
+    if not isinstance(symbol, str) or not symbol.isidentifier():
+        raise malformed(f"{where}.symbol", f"symbol {symbol!r} is not a PTX entry name")
+    block = _block(raw.get("block"), f"{where}.block", "block")
+    if block is None:
+        raise malformed(f"{where}.block", f"{what} needs its block shape")
+    return symbol, block, _count(raw.get("shared_bytes", 0), 2**32, f"{where}.shared_bytes", "shared_bytes")
+
+
+def _tma_entry(raw: object, where: str, params: dict[str, ParamRecord]) -> TmaEntryRecord:
+    """A specialization's ``tma`` object: its entry, launch shape and tensor maps."""
+    if not isinstance(raw, dict):
+        raise malformed(where, "expected an object")
+    symbol, block, shared = _entry_launch(raw, where, "a TMA entry")
+    maps = raw.get("maps")
+    if not isinstance(maps, list) or not maps:
+        raise malformed(f"{where}.maps", "a TMA entry needs its tensor maps")
+    read = []
+    for i, m in enumerate(maps):
+        at = f"{where}.maps[{i}]"
+        param = params.get(m.get("param")) if isinstance(m, dict) else None
+        if param is None or param.kind != "tensor" or param.rank != 2:
+            raise malformed(at, "a tensor map describes a 2-D tensor parameter of the kernel")
+        box, swizzle = m.get("box"), m.get("swizzle")
+        if (not isinstance(box, list) or len(box) != 2
+                or not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 256 for n in box)):
+            raise malformed(at, f"box is {box!r}; expected two extents of 1 to 256")
+        if swizzle not in (32, 64, 128):
+            raise malformed(at, f"swizzle is {swizzle!r}; expected 32, 64 or 128")
+        read.append(TensorMapRecord(param.name, (box[0], box[1]), swizzle))
+    return TmaEntryRecord(symbol, block, shared, tuple(read), _artifacts(raw.get("artifacts"), f"{where}.artifacts"))
 
 
 def _dtype_map(raw: object, where: str, key_ok) -> tuple[tuple[str, str], ...]:

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from buildtile.errors import BuildtileError, CudaError, TypeMismatchError
+from buildtile.interop.abi import TENSOR_MAP_BYTES
 from buildtile.runtime.native import compiled as _native
 
 #: the result of :meth:`CudaDriver.pointer_memory`
@@ -59,6 +60,9 @@ class DeviceContext:
 
 class CudaDriver:
     """A thin, checked facade over the driver API calls buildtile uses."""
+
+    #: encodes the tensor maps of TMA entries (:meth:`encode_tensor_map`)
+    tensor_maps = True
 
     def __init__(self) -> None:
         self._cu = None
@@ -284,6 +288,20 @@ class CudaDriver:
             return None
         address, size = self.check(result, f"cuModuleGetGlobal({name})")
         return int(address), int(size)
+
+    def encode_tensor_map(self, request) -> bytes:
+        """The 128-byte ``CUtensorMap`` of a 2-D tiled map (a runtime.tensor_maps.TensorMapRequest),
+        from ``cuTensorMapEncodeTiled``: element strides 1, no interleave, zeros out of bounds."""
+        cu = self.cu
+        u64, u32 = cu.cuuint64_t, cu.cuuint32_t   # the bindings take arrays of these, not ints
+        encoded = self.check(cu.cuTensorMapEncodeTiled(
+            cu.CUtensorMapDataType(request.data_type), len(request.dims), request.address,
+            [u64(n) for n in request.dims], [u64(n) for n in request.strides], [u32(n) for n in request.box],
+            [u32(1)] * len(request.dims),
+            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, cu.CUtensorMapSwizzle(request.swizzle),
+            cu.CUtensorMapL2promotion(request.l2_promotion),
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+        return ctypes.string_at(int(encoded.getPtr()), TENSOR_MAP_BYTES)
 
     def set_dynamic_shared(self, function, nbytes: int) -> None:
         """Allow ``nbytes`` of dynamic shared memory (needed above 48 KiB)."""

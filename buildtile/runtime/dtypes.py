@@ -180,6 +180,7 @@ STRUCT_CODES = {
     "f32": "f",
     "f64": "d",
     "ptr": "Q",
+    "tensor_map": "128s",   # a CUtensorMap by value (interop.abi.TENSOR_MAP), as the driver encoded it
 }
 
 _F32 = struct.Struct("<f")

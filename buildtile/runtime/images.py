@@ -86,6 +86,12 @@ def select_image(kernel: str, artifacts: tuple[ArtifactRecord, ...], artifact_di
     )
 
 
+def runs_on(artifacts: tuple[ArtifactRecord, ...], capability: tuple[int, int]) -> bool:
+    """Whether a device of ``capability`` runs some image of ``artifacts`` (the driver's version aside:
+    :func:`select_image` still checks it when the image is loaded)."""
+    return bool(_runnable(artifacts, *capability))
+
+
 def _runnable(artifacts: tuple[ArtifactRecord, ...], major: int, minor: int) -> list[ArtifactRecord]:
     """The images a device of compute capability ``major.minor`` can run, best first."""
     cubins = {entry.key: entry for entry in artifacts if entry.kind == "cubin"}

@@ -47,6 +47,9 @@ class KernelFunction:
     #: this one when every array data pointer is a multiple of ``align`` (runtime/alignment.py)
     aligned: KernelFunction | None = None
     align: int = 0
+    #: a Tile specialization's TMA entry in the same context (manifest ``tma``), launched instead of
+    #: this one when every mapped input suits TMA (runtime/tensor_maps.py)
+    tma: KernelFunction | None = None
 
 
 class PackageRuntime:

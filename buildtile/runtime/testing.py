@@ -21,7 +21,7 @@ import struct
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from buildtile.interop.abi import DTYPES
+from buildtile.interop.abi import DTYPES, TENSOR_MAP_BYTES
 from buildtile.runtime.driver import (
     DEVICE_MEMORY,
     HOST_MEMORY,
@@ -31,6 +31,17 @@ from buildtile.runtime.driver import (
 
 #: where fake device allocations start (far from any host address the tests use)
 _FAKE_BASE = 0x7F00_0000_0000
+
+
+#: how :meth:`FakeDriver.encode_tensor_map` packs a request
+_FAKE_MAP = struct.Struct("<IQQQQIIII")
+
+
+def read_fake_tensor_map(data: bytes) -> dict:
+    """The fields of a map :meth:`FakeDriver.encode_tensor_map` made."""
+    data_type, address, d0, d1, stride, b0, b1, swizzle, l2 = _FAKE_MAP.unpack_from(data)
+    return {"data_type": data_type, "address": address, "dims": (d0, d1), "strides": (stride,), "box": (b0, b1),
+            "swizzle": swizzle, "l2_promotion": l2}
 
 
 @dataclass
@@ -71,6 +82,8 @@ class FakeDriver:
     version: tuple[int, int] = (13, 0)                 # the CUDA release driver_version() reports
     multiprocessors: int = 132                         # of every device
     blocks_per_multiprocessor: int = 8                 # occupancy() of every function
+    tensor_maps: bool = True                           # encodes tensor maps (TMA entries launch)
+    encoded_maps: list = field(default_factory=list)   # the TensorMapRequest of each map encoded
 
     def __post_init__(self) -> None:
         self._contexts: dict[int, DeviceContext] = {}
@@ -204,6 +217,14 @@ class FakeDriver:
 
     def set_dynamic_shared(self, function, nbytes: int) -> None:
         self._record("set_dynamic_shared", function[1], nbytes)
+
+    def encode_tensor_map(self, request) -> bytes:
+        """A stand-in map: the request's fields packed into 128 bytes (:func:`read_fake_tensor_map`
+        reads them back), so a test can find in a launch's parameters which map it got."""
+        self._record("encode_tensor_map", request)
+        self.encoded_maps.append(request)
+        return _FAKE_MAP.pack(request.data_type, request.address, *request.dims, *request.strides, *request.box,
+                              request.swizzle, request.l2_promotion).ljust(TENSOR_MAP_BYTES, b"\0")
 
     def launch(self, ctx, function, config, stream, packed, offsets) -> None:
         self._record("launch", function[1])

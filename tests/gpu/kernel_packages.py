@@ -18,9 +18,10 @@ _ids = itertools.count()
 
 
 @contextlib.contextmanager
-def compiled_for_this_gpu(source: Path, prefix: str, root: Path) -> Iterator[ModuleType]:
-    """``source`` built into ``root`` as ``<prefix><n>.ops`` for this GPU's target alone (no cache),
-    imported for the test and forgotten afterwards."""
+def compiled_for_this_gpu(source: Path, prefix: str, root: Path,
+                          targets: list[str] | None = None) -> Iterator[ModuleType]:
+    """``source`` built into ``root`` as ``<prefix><n>.ops`` for this GPU's target alone (or for
+    ``targets``; no cache), imported for the test and forgotten afterwards."""
     import torch
 
     from buildtile.compiler import compile_project
@@ -34,9 +35,10 @@ def compiled_for_this_gpu(source: Path, prefix: str, root: Path) -> Iterator[Mod
     (root / package).mkdir()
     (root / package / "__init__.py").write_text("")
     shutil.copy(source, root / package / "ops.py")
+    listed = ", ".join(f'"{t}"' for t in targets or [f"sm_{major}{minor}"])
     (root / "pyproject.toml").write_text(
         f'[project]\nname = "{package}"\nversion = "0.1.0"\n\n[tool.buildtile]\n'
-        f'kernels = ["{package}.ops"]\ntargets = ["sm_{major}{minor}"]\nptx = false\ncache-dir = "off"\n')
+        f'kernels = ["{package}.ops"]\ntargets = [{listed}]\nptx = false\ncache-dir = "off"\n')
     compile_project(load_project(root, env={}), root, log=lambda line: None)
     sys.path.insert(0, str(root))
     try:

@@ -8,6 +8,7 @@ lowerings read parameters by name and never re-derive the ABI.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ import llvmlite.ir as lir
 
 from buildtile.backends.common.llvm import GLOBAL_PTR, I32, I64, VOID, from_memory, mem_type
 from buildtile.backends.common.types import ELEMENT_TYPES, Scalar
-from buildtile.interop.abi import SLICE_KINDS, PtxParam, kernel_params
+from buildtile.interop.abi import SLICE_KINDS, TENSOR_MAP, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES, PtxParam, kernel_params
 
 
 @dataclass
@@ -59,6 +60,8 @@ class KernelEntry(FunctionBody):
 def _llvm_type(param: PtxParam) -> lir.Type:
     if param.ctype == "ptr":
         return GLOBAL_PTR
+    if param.ctype == TENSOR_MAP:   # passed by value: see by_value_tensor_maps
+        return lir.PointerType()
     if param.ctype == "i64":
         return I64
     return mem_type(ELEMENT_TYPES[param.ctype])
@@ -103,6 +106,24 @@ def kernel_entry(module: lir.Module, symbol: str, params: list[dict], *,
         entry.trailing[q.name] = next(args)
     _annotate(module, fn, reqntid, min_blocks)
     return entry
+
+
+def by_value_tensor_maps(llvm_ir: str, symbol: str, params: Sequence[PtxParam]) -> str:
+    """``llvm_ir`` with the kernel ``symbol``'s tensor-map parameters declared as PTX wants them:
+    ``.param .align 64 .b8 [128]`` passed by value, read where they are (``nvvm.grid_constant``:
+    their address is taken with ``cvta.param``, never of a local copy, which TMA cannot read).
+
+    llvmlite writes no typed ``byval``, so the ``define`` line is rewritten."""
+    define = re.compile(rf'^define [^\n]*@"{re.escape(symbol)}"\([^\n]*$', re.MULTILINE)
+    match = define.search(llvm_ir)
+    if match is None:
+        raise ValueError(f"no definition of {symbol} in the module")
+    line = match.group(0)
+    for q in params:
+        if q.ctype == TENSOR_MAP:
+            line = line.replace(f'ptr %"{q.name}"', f'ptr byval([{TENSOR_MAP_BYTES} x i8]) align {TENSOR_MAP_ALIGN} '
+                                                   f'"nvvm.grid_constant" %"{q.name}"')
+    return llvm_ir[:match.start()] + line + llvm_ir[match.end():]
 
 
 def _annotate(module: lir.Module, fn: lir.Function, reqntid: Sequence[int] | None, min_blocks: int | None) -> None:

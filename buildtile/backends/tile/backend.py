@@ -9,18 +9,25 @@ and tools can stop anywhere. ``analyze`` runs every check for every
 specialization; lowering to LLVM IR happens on first need and is cached.
 Each specialization is one compiled entry; its manifest record (tile shapes,
 block, shared bytes) travels with it (see ``buildtile.interop.manifest``).
+A project that targets ``sm_90a`` also gets, for each specialization whose K
+loop takes the Hopper path (``hopper``), a second entry built for sm_90a
+alone: the TMA entry, which the hosts launch instead when the inputs suit
+the copy engine (manifest ``tma``).
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import pprint
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from buildtile import __version__
 from buildtile.backend import AnalyzedKernel, Backend, BackendImpl, CompileEntry, CompileOptions, KernelSource
 from buildtile.backends.tile import frontend, ir, ownership
 from buildtile.backends.tile.dtype_vars import bound_source
+from buildtile.backends.tile.hopper.select import HOPPER_TARGET
 from buildtile.backends.tile.lower import LoweredKernel, lower_to_llvm
 from buildtile.backends.tile.plan import Plan, make_plan
 from buildtile.backends.tile.specialize import Specialization, parse_decorator
@@ -31,6 +38,26 @@ from buildtile.toolchain.ptx import llvm_to_ptx, target_arch
 
 #: tensor cores with ldmatrix, mma.sync on bf16 and cp.async: Ampere and newer
 MMA_MIN_ARCH = 80
+#: the suffix of a specialization's TMA entry (a leading ``_`` never reads as part of a name)
+TMA_SUFFIX = "__tma"
+
+
+@dataclass
+class TmaVariant:
+    """A specialization's TMA entry: its own copy of the checked IR, planned for sm_90a."""
+
+    kernel_ir: ir.KernelIR
+    plan: Plan
+    symbol: str
+
+    @cached_property
+    def lowered(self) -> LoweredKernel:
+        return lower_to_llvm(self.kernel_ir, params_record(self.kernel_ir), self.plan, self.symbol)
+
+    def record(self) -> dict:
+        """The manifest's ``tma`` record, less ``symbol`` and ``artifacts``."""
+        return {"block": [self.plan.threads, 1, 1], "shared_bytes": self.lowered.shared_bytes,
+                "maps": self.plan.hopper.maps()}
 
 
 @dataclass
@@ -69,6 +96,14 @@ class TileSpecialization:
     def label(self) -> str:
         """``t1024``, ``t64x64``: the specialization's part of its symbol."""
         return self.symbol.rsplit("__", 1)[1]
+
+    @cached_property
+    def tma(self) -> TmaVariant | None:
+        """The TMA entry, where the Hopper planner takes this specialization's K loop (the IR is
+        copied: a plan writes its layouts into the nodes)."""
+        kernel_ir = copy.deepcopy(self.kernel_ir)
+        plan = make_plan(kernel_ir, HOPPER_TARGET)
+        return TmaVariant(kernel_ir, plan, self.symbol + TMA_SUFFIX) if plan.hopper is not None else None
 
     def record(self) -> dict:
         """The manifest record, less its ``artifacts``."""
@@ -145,8 +180,13 @@ class TileBackend(BackendImpl):
                               contract=contract, ir=compiled, grid_param=next(iter(first.kernel_ir.tile_shapes)))
 
     def entries(self, kernel: AnalyzedKernel, options: CompileOptions) -> list[CompileEntry]:
-        return [CompileEntry(s.symbol, s.lowered.llvm_ir, label=s.label, specialization=s.record())
-                for s in self.specializations(kernel)]
+        out = []
+        for s in self.specializations(kernel):
+            out.append(CompileEntry(s.symbol, s.lowered.llvm_ir, label=s.label, specialization=s.record()))
+            if HOPPER_TARGET in options.targets and s.tma is not None:
+                out.append(CompileEntry(s.tma.symbol, s.tma.lowered.llvm_ir, label=s.label + TMA_SUFFIX,
+                                        specialization=s.tma.record(), targets=(HOPPER_TARGET,), tma_of=s.symbol))
+        return out
 
     def check_target(self, kernel: AnalyzedKernel, entry: CompileEntry, target: str,
                      options: CompileOptions) -> list[Diagnostic]:
@@ -188,7 +228,8 @@ class TileBackend(BackendImpl):
         return llvm_to_ptx(chosen.lowered.llvm_ir, target, options.opt_level)
 
     def _specialization(self, kernel: AnalyzedKernel, entry: CompileEntry) -> TileSpecialization:
-        return next(s for s in kernel.ir if s.symbol == entry.symbol)
+        symbol = entry.tma_of or entry.symbol
+        return next(s for s in kernel.ir if s.symbol == symbol)
 
 
 def _merge(per_spec: list[list[Diagnostic]], specs: list[Specialization]) -> list[Diagnostic]:
@@ -209,4 +250,4 @@ def _merge(per_spec: list[list[Diagnostic]], specs: list[Specialization]) -> lis
 
 TILE_BACKEND = Backend(kind="tile", decorator_module="buildtile.tile", impl=TileBackend(), version=__version__)
 
-__all__ = ["TILE_BACKEND", "TileBackend", "TileSpecialization", "params_record"]
+__all__ = ["TILE_BACKEND", "TMA_SUFFIX", "TileBackend", "TileSpecialization", "TmaVariant", "params_record"]

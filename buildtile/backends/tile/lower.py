@@ -14,7 +14,10 @@ bijection, so each tile is still computed by exactly one block.
 Shared memory is one dynamically sized ``extern .shared`` array: the
 software pipelines' stage buffers first, then the scratch area that layout
 conversions, cross-warp reductions and staged mma operands reuse in turn.
-Its size is the specialization's ``shared_bytes``.
+Its size is the specialization's ``shared_bytes``. A plan with a Hopper K
+loop (sm_90a) puts its ring of stages and their mbarriers first instead, and
+its entry takes the operands' tensor maps after the tile schedule
+(``hopper``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 
 import llvmlite.ir as lir
 
-from buildtile.backends.common.entry import ArrayArg, FunctionBody, kernel_entry, open_body
+from buildtile.backends.common.entry import ArrayArg, FunctionBody, by_value_tensor_maps, kernel_entry, open_body
 from buildtile.backends.common.llvm import (
     I1,
     I8,
@@ -49,6 +52,9 @@ from buildtile.backends.common.llvm import (
 )
 from buildtile.backends.tile import exchange, gather, ir, memory, mma, outputs, philox, schedule, scatter, types
 from buildtile.backends.tile.exchange import TileVal
+from buildtile.backends.tile.hopper import pipeline as hopper_pipeline
+from buildtile.backends.tile.hopper import tensor_maps as hopper_maps
+from buildtile.backends.tile.hopper import wgmma
 from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.plan import Plan
 from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, value_type
@@ -98,23 +104,34 @@ class _Emitter:
         self._thread_parts: dict = {}
         self.helpers: dict = {}                    # cold device functions, by what they do
         self._tile_ids: dict[tuple[str, int], lir.Value] = {}
+        self.tensor_maps: dict[str, lir.Value] = {}   # Hopper: array parameter -> its tensor map's address
+        self.ring: hopper_pipeline.Ring | None = None
 
     # ------------------------------------------------------------ structure
     def run(self) -> LoweredKernel:
-        entry = kernel_entry(self.module, self.symbol, self.params, trailing=[TILE_SCHEDULE],
+        hopper = self.plan.hopper
+        maps = hopper_maps.map_params(hopper) if hopper is not None else []
+        entry = kernel_entry(self.module, self.symbol, self.params, trailing=[TILE_SCHEDULE, *maps],
                              reqntid=(self.plan.threads, 1, 1), min_blocks=self.plan.min_blocks)
         self._enter(entry)
         self.scalars, self.arrays = entry.scalars, entry.arrays
+        self.tensor_maps = {op.load.param: entry.trailing[q.name] for op, q in zip(hopper.operands, maps)} \
+            if hopper is not None else {}
         self.smem_global = lir.GlobalVariable(self.module, lir.ArrayType(I8, 0), SMEM, addrspace=3)
         self.smem_global.align = 16
         self._enter_function_entry()
+        if hopper is not None:
+            self.ring = hopper_pipeline.init_ring(self, hopper)
         loop = self._enter_tiles(entry.trailing[TILE_SCHEDULE.name])
         self.stmts(self.kernel.body)
         self._next_tile(loop)
         if not self.b.block.is_terminated:
             self.b.ret_void()
         shared = self.scratch_base + self.scratch_bytes if self.scratch_bytes else self.plan.pipeline_bytes
-        return LoweredKernel(str(self.module), shared, self.plan.threads)
+        text = str(self.module)
+        if maps:
+            text = by_value_tensor_maps(text, self.symbol, maps)
+        return LoweredKernel(text, shared, self.plan.threads)
 
     def _enter(self, body: FunctionBody) -> None:
         self.fn, self.alloca_builder, self.b = body.fn, body.alloca_builder, body.builder
@@ -248,6 +265,9 @@ class _Emitter:
                 self.stmts(s.then)
 
     def stmt_ForRange(self, s: ir.ForRange) -> None:
+        if self.plan.hopper is not None and self.plan.hopper.loop is s:
+            hopper_pipeline.emit_loop(self, self.plan.hopper)
+            return
         pipe = self.plan.pipelines.get(id(s))
         if pipe is not None:
             mma.emit_pipelined_loop(self, pipe)
@@ -428,6 +448,8 @@ class _Emitter:
         return exchange.reduce(self, self.tile(e.value), e.axis, e.op)
 
     def tile_Mma(self, e: ir.Mma) -> TileVal:
+        if self.plan.hopper is not None and self.plan.hopper.mma is e:
+            return wgmma.emit_mma(self, e)
         return mma.emit_mma(self, e)
 
     def operands(self, e: ir.Expr, *children: ir.Expr) -> list[list[lir.Value]]:

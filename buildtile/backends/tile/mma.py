@@ -41,6 +41,7 @@ from buildtile.backends.common.llvm import (
 from buildtile.backends.tile import ir
 from buildtile.backends.tile.exchange import TileVal
 from buildtile.backends.tile.layout import MmaShape, log2, mma_reg, mma_shape
+from buildtile.backends.tile.loops import counted, trip_count
 from buildtile.backends.tile.memory import contiguous_aligned, predicated_load
 from buildtile.backends.tile.types import BF16, F16, Scalar
 
@@ -232,10 +233,7 @@ def _emit_pipeline(em, pipe, fast: dict) -> None:
     b = em.b
     loop = pipe.loop
     stages = pipe.stages
-    start, stop = em.scalar(loop.start), em.scalar(loop.stop)
-    span = b.sub(stop, start)
-    span = b.select(b.icmp_signed(">", span, I64(0)), span, I64(0))
-    trips = b.sdiv(b.add(span, I64(loop.step - 1)), I64(loop.step))
+    start, trips = trip_count(em, loop)
 
     def issue(j: lir.Value, stage: lir.Value) -> None:
         em.overrides[loop.var] = b.add(start, b.mul(j, I64(loop.step)))
@@ -253,29 +251,19 @@ def _emit_pipeline(em, pipe, fast: dict) -> None:
             issue(I64(s), I32(s))
         _commit(em)
 
-    counter = em.alloca_builder.alloca(I64, name=f"{loop.var}.iteration")
-    b.store(I64(0), counter)
-    head, body, done = (em.fn.append_basic_block(f"pipeline.{n}") for n in ("cond", "body", "end"))
-    b.branch(head)
-    b.position_at_end(head)
-    it = b.load(counter)
-    b.cbranch(b.icmp_signed("<", it, trips), body, done)
-    b.position_at_end(body)
-    _wait(em, stages - 2)
-    barrier(b)
-    ahead = b.add(it, I64(stages - 1))
-    with b.if_then(b.icmp_signed("<", ahead, trips)):
-        issue(ahead, b.trunc(b.urem(ahead, I64(stages)), I32))
-    _commit(em)
-    stage = b.trunc(b.urem(it, I64(stages)), I32)
-    for op in pipe.operands:
-        em.smem_operands[op.name] = SmemTile(b.add(b.mul(stage, I32(pipe.stage_bytes)), I32(op.offset)), op.rows, op.cols)
-    b.store(b.add(start, b.mul(it, I64(loop.step))), em.scalar_slot(loop.var))
-    em.stmts([s for s in loop.body if not (isinstance(s, ir.Assign) and s.name in pipe.names)])
-    if not b.block.is_terminated:
-        b.store(b.add(b.load(counter), I64(1)), counter)
-        b.branch(head)
-    b.position_at_end(done)
+    with counted(em, trips, "pipeline") as it:
+        _wait(em, stages - 2)
+        barrier(b)
+        ahead = b.add(it, I64(stages - 1))
+        with b.if_then(b.icmp_signed("<", ahead, trips)):
+            issue(ahead, b.trunc(b.urem(ahead, I64(stages)), I32))
+        _commit(em)
+        stage = b.trunc(b.urem(it, I64(stages)), I32)
+        for op in pipe.operands:
+            em.smem_operands[op.name] = SmemTile(b.add(b.mul(stage, I32(pipe.stage_bytes)), I32(op.offset)),
+                                                 op.rows, op.cols)
+        b.store(b.add(start, b.mul(it, I64(loop.step))), em.scalar_slot(loop.var))
+        em.stmts([s for s in loop.body if not (isinstance(s, ir.Assign) and s.name in pipe.names)])
     for op in pipe.operands:
         em.smem_operands.pop(op.name, None)
     _wait(em, 0)

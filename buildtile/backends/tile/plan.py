@@ -20,14 +20,19 @@ Three decisions, all made before any code is emitted:
 * **pipelines** -- a ``tile.range`` loop whose body loads f16/bf16 tiles
   used only as ``mma`` operands is software-pipelined: those loads go
   straight to shared memory with ``cp.async``, several iterations ahead.
+  Compiled for ``sm_90a``, a plain matmul loop takes the Hopper path
+  instead (``hopper.select``): TMA copies into an mbarrier ring, wgmma, one
+  or two warpgroups, and wgmma's accumulator layout.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from buildtile.backends.tile import ir
+from buildtile.backends.tile.hopper.select import HOPPER_TARGET, HopperPlan, hopper_plan
 from buildtile.backends.tile.layout import Layout, access_vector, canonical, log2, mma_accumulator
 from buildtile.backends.tile.types import BOOL, MMA_DTYPES, TileT, elem_bytes
 
@@ -87,27 +92,37 @@ class Plan:
     min_blocks: int | None = None   # blocks per SM to fit registers for (PTX .minnctapersm)
     reduced: dict[tuple[int, ...], frozenset[int]] = field(default_factory=dict)  # tile shape -> axes reduced
     access: dict[tuple[int, ...], int] = field(default_factory=dict)   # tile shape -> narrowest element in memory
+    hopper: HopperPlan | None = None  # the K loop through TMA and wgmma (sm_90a), instead of a pipeline
 
     @property
     def pipeline_bytes(self) -> int:
-        return max((p.stages * p.stage_bytes for p in self.pipelines.values()), default=0)
+        ring = self.hopper.shared_bytes if self.hopper is not None else 0
+        return max([ring] + [p.stages * p.stage_bytes for p in self.pipelines.values()])
 
     @property
     def smem_operands(self) -> set[str]:
-        return {name for p in self.pipelines.values() for name in p.names}
+        names = {name for p in self.pipelines.values() for name in p.names}
+        return names | (self.hopper.names if self.hopper is not None else set())
 
 
-def make_plan(kernel: ir.KernelIR) -> Plan:
+def make_plan(kernel: ir.KernelIR, target: str | None = None) -> Plan:
+    """The plan of ``kernel``; for ``target`` sm_90a, with the Hopper K loop where it applies."""
     threads = choose_threads(kernel)
     pipelines = find_pipelines(kernel)
-    smem = {name for p in pipelines.values() for name in p.names}
+    hopper = hopper_plan(kernel, pipelines) if target == HOPPER_TARGET else None
+    accumulator = mma_accumulator
+    if hopper is not None:
+        threads, pipelines = hopper.threads, {}
+        def accumulator(m: int, n: int, threads: int) -> Layout:   # the kernel's one mma
+            return hopper.accumulator_layout()
+    smem = {name for p in pipelines.values() for name in p.names} | (hopper.names if hopper is not None else set())
     reduced = reduced_axes(kernel)
-    var_layouts = assign_layouts(kernel, threads, smem, reduced, access_bytes(kernel))
+    var_layouts = assign_layouts(kernel, threads, smem, reduced, access_bytes(kernel), accumulator)
     uses_mma = any(isinstance(e, ir.Mma) for e in ir.walk_exprs(kernel.body))
     rank = next(iter(len(s) for s in kernel.tile_shapes.values()), 0)
-    min_blocks = _mma_min_blocks(kernel, threads) if uses_mma else None
+    min_blocks = _mma_min_blocks(kernel, threads) if uses_mma and hopper is None else None
     return Plan(threads, var_layouts, pipelines, grouped_grid=uses_mma and rank == 2, min_blocks=min_blocks,
-                reduced=reduced, access=access_bytes(kernel))
+                reduced=reduced, access=access_bytes(kernel), hopper=hopper)
 
 
 def _mma_min_blocks(kernel: ir.KernelIR, threads: int) -> int:
@@ -346,7 +361,8 @@ def _align(n: int, to: int) -> int:
 
 def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str],
                    reduced: dict[tuple[int, ...], frozenset[int]] | None = None,
-                   access: dict[tuple[int, ...], int] | None = None) -> dict[str, Layout]:
+                   access: dict[tuple[int, ...], int] | None = None,
+                   accumulator: Callable[[int, int, int], Layout] = mma_accumulator) -> dict[str, Layout]:
     """Annotate every tile node with its layout; returns the layout of every tile local.
 
     A local's layout: an mma accumulator's; else, if some value assigned to it cannot be
@@ -358,10 +374,11 @@ def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str],
     for stmt in ir.walk_stmts(kernel.body):
         if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Mma):
             m, n = stmt.value.ty.shape
-            seeds.setdefault(stmt.name, mma_accumulator(m, n, threads))
+            seeds.setdefault(stmt.name, accumulator(m, n, threads))
     fixed = dict(seeds)
     for _ in range(4):
-        natural = _Assigner(kernel, threads, seeds, smem, reduced or {}, access or {}, natural=True)
+        natural = _Assigner(kernel, threads, seeds, smem, reduced or {}, access or {}, natural=True,
+                            accumulator=accumulator)
         natural.run()
         chosen = dict(fixed)
         for name, defs in natural.defs.items():
@@ -376,7 +393,8 @@ def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str],
         if chosen == seeds:
             break
         seeds = chosen
-    final = _Assigner(kernel, threads, seeds, smem, reduced or {}, access or {}, natural=False)
+    final = _Assigner(kernel, threads, seeds, smem, reduced or {}, access or {}, natural=False,
+                      accumulator=accumulator)
     final.run()
     return final.var_layouts
 
@@ -413,8 +431,9 @@ class _Assigner:
 
     def __init__(self, kernel: ir.KernelIR, threads: int, seeds: dict[str, Layout], smem: set[str],
                  reduced: dict[tuple[int, ...], frozenset[int]], access: dict[tuple[int, ...], int],
-                 natural: bool) -> None:
+                 natural: bool, accumulator: Callable[[int, int, int], Layout] = mma_accumulator) -> None:
         self.kernel = kernel
+        self.accumulator = accumulator
         self.reduced = reduced
         self.access = access
         self.threads = threads
@@ -484,7 +503,7 @@ class _Assigner:
             return self.expr(e.value, None).slice(e.axis)
         if isinstance(e, ir.Mma):
             m, n = e.ty.shape
-            layout = mma_accumulator(m, n, self.threads)
+            layout = self.accumulator(m, n, self.threads)
             self.expr(e.acc, layout)
             for operand in (e.a, e.b):
                 if not (isinstance(operand, ir.Var) and operand.name in self.smem):

@@ -131,6 +131,15 @@
  * with an empty axis has no tile: after its checks the launcher returns
  * BT_OK and launches nothing, without loading the driver.
  *
+ * A specialization built for sm_90a may carry a TMA entry (the manifest's
+ * `tma`: wgmma fed by TMA, its own block and shared memory). Its launcher
+ * runs that entry instead when the device runs its image, the driver has
+ * cuTensorMapEncodeTiled and every mapped input has a 16-byte aligned data
+ * pointer and row stride, unit stride along rows and no empty extent; the
+ * entry takes the same parameters, then one CUtensorMap (128 bytes, by
+ * value) per map, which the launcher encodes. Any other launch runs the
+ * specialization's own entry, with the same results.
+ *
  * A Tile launcher checks, in order: cfg is not NULL; no DLTensor is passed
  * for two parameters (BT_ERR_ALIAS: a launch owns each argument); step 2,
  * with contiguity; step 3; step 4; the grid against CUDA's limits

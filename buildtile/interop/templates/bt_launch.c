@@ -74,6 +74,9 @@ static struct {
     bt_CUresult (*cuLaunchCooperativeKernel)(bt_CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                              unsigned, unsigned, bt_CUstream, void**);
     bt_CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, bt_CUfunction, int, size_t);
+    /* TMA entries only (CUDA 12+); optional: without it their specializations' own entries launch */
+    bt_CUresult (*cuTensorMapEncodeTiled)(bt_tensor_map*, int, uint32_t, void*, const uint64_t*, const uint64_t*,
+                                          const uint32_t*, const uint32_t*, int, int, int, int);
 } bt_cu;
 
 static pthread_once_t bt_driver_once = PTHREAD_ONCE_INIT;
@@ -139,6 +142,7 @@ static void bt_driver_open(void)
     BT_RESOLVE(cuLaunchKernel, 1);
     BT_RESOLVE(cuLaunchCooperativeKernel, 0);
     BT_RESOLVE(cuOccupancyMaxActiveBlocksPerMultiprocessor, 0);
+    BT_RESOLVE(cuTensorMapEncodeTiled, 0);
 #undef BT_RESOLVE
     bt_CUresult r = bt_cu.cuInit(0);
     if (r != 0) {
@@ -652,4 +656,81 @@ int bt_launch(const bt_kernel* k, const bt_launch_config* cfg, const uint32_t* b
         bt_cu.cuCtxPopCurrent_v2(&popped);
     }
     return status;
+}
+
+/* ------------------------------------------------------------------------
+ * TMA entries: their tensor maps, or the specialization's own entry
+ * ------------------------------------------------------------------------ */
+
+/* The copy engine's rules for one mapped tensor, as runtime/tensor_maps.py checks them. */
+static int bt_tma_suits(const bt_tma_map* map, const bt_arg* a)
+{
+    const int64_t rows = a->shape[0], cols = a->shape[1];
+    const int64_t pitch = a->strides[0] * map->elem_bytes;
+    if (a->strides[1] != 1 || (uintptr_t)a->data % 16 != 0 || pitch % 16 != 0)
+        return 0;
+    if (rows < 1 || cols < 1 || rows > ((int64_t)1 << 32) || cols > ((int64_t)1 << 32) || pitch <= 0 ||
+        pitch >= ((int64_t)1 << 40))
+        return 0;
+    return rows == 1 || a->strides[0] >= cols;   /* rows that overlap are no tensor TMA reads */
+}
+
+/* The compute capability of the arguments' device, asked once per device. */
+static int bt_tma_device_cc(const bt_kernel* k, const bt_arg* args, int* cc)
+{
+    static int known[BT_MAX_DEVICES];
+    const int ordinal = k->n_buffers > 0 && args[0].device_id >= 0 ? args[0].device_id : 0;
+    if (ordinal < BT_MAX_DEVICES && __atomic_load_n(&known[ordinal], __ATOMIC_RELAXED) != 0) {
+        *cc = __atomic_load_n(&known[ordinal], __ATOMIC_RELAXED);
+        return BT_OK;
+    }
+    bt_CUdevice dev;
+    int major = 0, minor = 0;
+    bt_CUresult r = bt_cu.cuDeviceGet(&dev, ordinal);
+    if (r == 0)
+        r = bt_cu.cuDeviceGetAttribute(&major, BT_CU_ATTR_CC_MAJOR, dev);
+    if (r == 0)
+        r = bt_cu.cuDeviceGetAttribute(&minor, BT_CU_ATTR_CC_MINOR, dev);
+    if (r != 0)
+        return bt_cuda_fail(r, k->name, "cuDeviceGetAttribute");
+    *cc = 10 * major + minor;
+    if (ordinal < BT_MAX_DEVICES)
+        __atomic_store_n(&known[ordinal], *cc, __ATOMIC_RELAXED);
+    return BT_OK;
+}
+
+int bt_tma_prepare(const bt_tma* t, const bt_arg* args, bt_tensor_map* maps, int* usable)
+{
+    *usable = 0;
+    for (int i = 0; i < t->n_maps; ++i)
+        if (!bt_tma_suits(&t->maps[i], &args[t->maps[i].buffer]))
+            return BT_OK;
+    int status = bt_driver();
+    if (status != BT_OK || bt_cu.cuTensorMapEncodeTiled == NULL)
+        return status;
+    int cc = 0;
+    status = bt_tma_device_cc(t->kernel, args, &cc);
+    if (status != BT_OK)
+        return status;
+    const bt_module* m = t->kernel->module;
+    int runs = 0;
+    for (int pick = 0; pick < BT_PICKS && !runs; ++pick)
+        for (int i = 0; i < m->n_images && !runs; ++i)
+            runs = bt_image_usable(&m->images[i], cc, pick);
+    if (!runs)
+        return BT_OK;
+    for (int i = 0; i < t->n_maps; ++i) {
+        const bt_tma_map* map = &t->maps[i];
+        const bt_arg* a = &args[map->buffer];
+        const uint64_t dims[2] = {(uint64_t)a->shape[1], (uint64_t)a->shape[0]};
+        const uint64_t strides[1] = {(uint64_t)(a->strides[0] * map->elem_bytes)};
+        const uint32_t element_strides[2] = {1, 1};
+        /* no interleave, the map's swizzle, 256-byte L2 promotion, zeros out of bounds */
+        bt_CUresult r = bt_cu.cuTensorMapEncodeTiled(&maps[i], map->data_type, 2, a->data, dims, strides, map->box,
+                                                     element_strides, 0, map->swizzle, 3, 0);
+        if (r != 0)
+            return bt_cuda_fail(r, t->kernel->name, "cuTensorMapEncodeTiled");
+    }
+    *usable = 1;
+    return BT_OK;
 }

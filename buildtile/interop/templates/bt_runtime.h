@@ -137,6 +137,36 @@ typedef struct bt_tile {
     int takes_schedule;        /* the kernel takes the trailing int64 tile schedule (abi.TILE_SCHEDULE) */
 } bt_tile;
 
+/* A CUtensorMap (cuda.h): 128 opaque bytes, 64-byte aligned, passed by value to a TMA entry. */
+typedef struct bt_tensor_map {
+    _Alignas(64) uint64_t opaque[16];
+} bt_tensor_map;
+
+/* One tensor-map parameter of a TMA entry (manifest `tma.maps`): the 2-D tensor it describes and
+ * how the copy engine reads it. */
+typedef struct bt_tma_map {
+    int buffer;                /* index into kernel->buffers */
+    uint32_t box[2];           /* elements of one copy, innermost first */
+    int swizzle;               /* CUtensorMapSwizzle: 1, 2, 3 for 32, 64, 128 bytes */
+    int data_type;             /* CUtensorMapDataType: 6 f16, 9 bf16 */
+    int elem_bytes;
+} bt_tma_map;
+
+/* A Tile specialization's TMA entry (sm_90a): launched instead of the specialization's own when
+ * the device runs one of its images, the driver encodes tensor maps and every mapped tensor
+ * suits TMA (16-byte aligned base and row stride, unit innermost stride, no empty extent). */
+typedef struct bt_tma {
+    const bt_kernel* kernel;   /* its entry, block and shared memory */
+    const bt_tma_map* maps;
+    int n_maps;                /* at most BT_MAX_TENSOR_MAPS */
+} bt_tma;
+
+#define BT_MAX_TENSOR_MAPS 4
+
+/* Whether a launch over `args` takes `tma` (*usable), with its maps encoded into `maps` then;
+ * a failure only where the driver fails (bt_launch.c). */
+BT_INTERNAL int bt_tma_prepare(const bt_tma* tma, const bt_arg* args, bt_tensor_map* maps, int* usable);
+
 /* A Tile launcher's checks before `requires` (bt_tile.c): cfg, no tensor
  * passed twice, steps 2 and 3, shared memory. */
 BT_INTERNAL int bt_tile_prepare(const bt_kernel* kernel, const bt_launch_config* cfg,

@@ -54,13 +54,14 @@ class TileBinding:
     persistent: bool = False          # the grid is one wave of blocks (set_persistent_grid)
 
 
-def set_persistent_grid(sig: TileSignature, binding: TileBinding, sms: int) -> None:
-    """A persistent launch's grid, once the device's SM count is known (grid.persistent_grid)."""
+def set_persistent_grid(sig: TileSignature, binding: TileBinding, sms: int, threads: int, shared_bytes: int) -> None:
+    """A persistent launch's grid, once the device's SM count and the entry launched (its block's
+    ``threads`` and ``shared_bytes``) are known (grid.persistent_grid)."""
     if not binding.persistent or 0 in binding.grid:
         return
     spec = binding.specialization
     counts = tile_counts(tuple(binding.views[sig.grid_param.index].shape), spec.tile_shape_of(sig.grid_param.name))
-    binding.grid = persistent_grid(counts, sms, spec.block[0] * spec.block[1] * spec.block[2], spec.shared_bytes)
+    binding.grid = persistent_grid(counts, sms, threads, shared_bytes)
 
 
 def bind(sig: TileSignature, args: tuple, stream: int) -> TileBinding:

@@ -25,6 +25,7 @@ from buildtile.errors import ContractError
 from buildtile.interop.manifest import KernelRecord, SpecializationRecord
 from buildtile.runtime.contract import check_compute_capability
 from buildtile.runtime.driver import get_driver
+from buildtile.runtime.images import runs_on
 from buildtile.runtime.package import KernelFunction, ManifestBound, PackageRuntime
 from buildtile.runtime.tile.launch import PendingLaunch, checked_launch
 from buildtile.runtime.tile.signature import TileSignature
@@ -64,7 +65,8 @@ class TileKernel(ManifestBound):
     # ------------------------------------------------------------------ per device
 
     def function_for(self, spec: SpecializationRecord, device: int) -> KernelFunction:
-        """The loaded function of specialization ``spec`` on ``device`` (loaded once)."""
+        """The loaded function of specialization ``spec`` on ``device`` (loaded once), with its TMA
+        entry loaded too (``function.tma``) where the device runs one of that entry's images."""
         key = (spec.symbol, device)
         function = self._functions.get(key)
         if function is None:
@@ -79,10 +81,17 @@ class TileKernel(ManifestBound):
         driver = get_driver()
         ctx = driver.context(device)
         check_compute_capability(sig.contract, sig.name, device, ctx.capability)
-        function = self.package.load_function(driver, ctx, self.manifest_record, spec.symbol, spec.artifacts)
-        if spec.shared_bytes > function.shared_limit:  # above 48 KiB needs an explicit opt-in
-            driver.set_dynamic_shared(function.handle, spec.shared_bytes)
-            function.shared_limit = spec.shared_bytes
+        function = self._load_entry(driver, ctx, spec.symbol, spec.artifacts, spec.shared_bytes)
+        tma = spec.tma
+        if tma is not None and driver.tensor_maps and runs_on(tma.artifacts, ctx.capability):
+            function.tma = self._load_entry(driver, ctx, tma.symbol, tma.artifacts, tma.shared_bytes)
+        return function
+
+    def _load_entry(self, driver, ctx, symbol: str, artifacts, shared_bytes: int) -> KernelFunction:
+        function = self.package.load_function(driver, ctx, self.manifest_record, symbol, artifacts)
+        if shared_bytes > function.shared_limit:  # above 48 KiB needs an explicit opt-in
+            driver.set_dynamic_shared(function.handle, shared_bytes)
+            function.shared_limit = shared_bytes
         return function
 
     def __repr__(self) -> str:

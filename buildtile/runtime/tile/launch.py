@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import threading
 import warnings
+from dataclasses import dataclass
 
 from buildtile.errors import ContractError, MovedError
 from buildtile.runtime import bounds
 from buildtile.runtime.driver import get_driver
 from buildtile.runtime.package import KernelFunction
 from buildtile.runtime.streams import default_stream, stream_handle
+from buildtile.runtime.tensor_maps import tma_arguments
 from buildtile.runtime.tile.binding import TileBinding, bind, set_persistent_grid, settle_device
 from buildtile.runtime.tile.handles import MoveSite, arrays_of, give_back, move_all
 
@@ -55,13 +57,35 @@ def checked_launch(kernel, args: tuple) -> PendingLaunch:
     if device is None:  # only empty arrays: the calling thread's device
         device = driver.current_device()
     function = kernel.function_for(binding.specialization, device)
+    entry = _entry(sig, binding, function, driver)
     if binding.persistent:
-        set_persistent_grid(sig, binding, driver.multiprocessor_count(device))
+        set_persistent_grid(sig, binding, driver.multiprocessor_count(device), entry.block[0], entry.shared_bytes)
     names = [p.name for p in sig.params]
     move_all([(handle, MoveSite.launch(sig.name, p.name, names))
               for p, handle in zip(sig.params, binding.handles) if handle is not None],
              f"passing it to `{sig.name}`")
-    return PendingLaunch(_CHECKED, kernel, binding, function)
+    return PendingLaunch(_CHECKED, kernel, binding, entry)
+
+
+@dataclass(frozen=True)
+class LaunchEntry:
+    """The entry a launch runs: the specialization's own, or its TMA entry with the encoded maps."""
+
+    function: KernelFunction
+    block: tuple[int, int, int]
+    shared_bytes: int
+    tensor_maps: tuple[bytes, ...] = ()
+
+
+def _entry(sig, binding: TileBinding, function: KernelFunction, driver) -> LaunchEntry:
+    """The TMA entry where it is loaded and every mapped input suits TMA, else the plain one."""
+    spec = binding.specialization
+    if function.tma is not None:
+        views = {p.name: view for p, view in zip(sig.params, binding.views) if view is not None}
+        maps = tma_arguments(spec.tma, views, driver)
+        if maps is not None:
+            return LaunchEntry(function.tma, spec.tma.block, spec.tma.shared_bytes, maps)
+    return LaunchEntry(function, spec.block, spec.shared_bytes)
 
 
 class PendingLaunch:
@@ -71,7 +95,7 @@ class PendingLaunch:
     and function belong together, so none of them can be re-pointed.
     """
 
-    __slots__ = ("__weakref__", "_binding", "_function", "_lock", "_state", "kernel")
+    __slots__ = ("__weakref__", "_binding", "_entry", "_lock", "_state", "kernel")
 
     def __new__(cls, token: object, *args, **kwargs):
         if token is not _CHECKED:
@@ -81,11 +105,11 @@ class PendingLaunch:
                 help="call the kernel: `kernel(*args).sync_on(stream)`")
         return super().__new__(cls)
 
-    def __init__(self, token: object, kernel, binding: TileBinding, function: KernelFunction) -> None:
+    def __init__(self, token: object, kernel, binding: TileBinding, entry: LaunchEntry) -> None:
         _set = object.__setattr__
         _set(self, "kernel", kernel)
         _set(self, "_binding", binding)
-        _set(self, "_function", function)
+        _set(self, "_entry", entry)
         _set(self, "_state", _PENDING)
         _set(self, "_lock", threading.Lock())
 
@@ -105,12 +129,17 @@ class PendingLaunch:
 
     @property
     def block(self) -> tuple[int, int, int]:
-        return self._binding.specialization.block
+        return self._entry.block
 
     @property
     def shared_mem(self) -> int:
         """Dynamic shared memory each block gets, in bytes."""
-        return self._binding.specialization.shared_bytes
+        return self._entry.shared_bytes
+
+    @property
+    def uses_tma(self) -> bool:
+        """Whether it runs the specialization's TMA entry (sm_90a: wgmma fed by TMA)."""
+        return bool(self._entry.tensor_maps)
 
     @property
     def tile_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -158,15 +187,16 @@ class PendingLaunch:
             )
 
     def _queue(self, stream: int) -> None:
-        binding, function = self._binding, self._function
+        binding, entry = self._binding, self._entry
+        function = entry.function
         driver = get_driver()
         for producer in self._producers(stream):
             driver.stream_wait(function.context, stream, producer)
-        layout = self.kernel.signature.layout
-        spec = binding.specialization
-        config = (*binding.grid, *spec.block, spec.shared_bytes)
-        driver.launch(function.context, function.handle, config, stream, layout.struct.pack(*binding.values),
-                      layout.offsets)
+        sig = self.kernel.signature
+        layout = sig.tma_layout(len(entry.tensor_maps)) if entry.tensor_maps else sig.layout
+        config = (*binding.grid, *entry.block, entry.shared_bytes)
+        driver.launch(function.context, function.handle, config, stream,
+                      layout.struct.pack(*binding.values, *entry.tensor_maps), layout.offsets)
 
     def _producers(self, stream: int) -> list[int]:
         """Streams the launch must wait for: producers named by the CUDA array interface, and the

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from buildtile.errors import ContractError, TypeMismatchError
-from buildtile.interop.abi import TILE_SCHEDULE
+from buildtile.interop.abi import TENSOR_MAP, TILE_SCHEDULE, PtxParam
 from buildtile.interop.manifest import KernelRecord, ParamRecord, SpecializationRecord, malformed
 from buildtile.interop.tile_choice import choose
 from buildtile.runtime.contract import LaunchContract, check_block_limits
@@ -47,6 +47,8 @@ class TileSignature:
         #: the trailing tile schedule, after the declared parameters (interop.abi.TILE_SCHEDULE)
         self.takes_schedule: bool = tile.takes_schedule  # type: ignore[union-attr]
         self.layout = ParamLayout.of(record, trailing=[TILE_SCHEDULE] if self.takes_schedule else [])
+        self._record = record
+        self._tma_layouts: dict[int, ParamLayout] = {}
         self.grid_param: ParamRecord = next(p for p in self.outs if p.name == tile.grid_param)  # type: ignore[union-attr]
         self.specializations: tuple[SpecializationRecord, ...] = tile.specializations  # type: ignore[union-attr]
         self.fill_tiles: int = tile.fill_tiles  # type: ignore[union-attr]
@@ -64,6 +66,15 @@ class TileSignature:
                 check_block_limits(spec.block, self.name)
             except ContractError as exc:
                 raise malformed(f"{self.where}, tile.specializations[{i}].block", exc.message) from None
+
+    def tma_layout(self, maps: int) -> ParamLayout:
+        """The parameter layout of a TMA entry that takes ``maps`` tensor maps (interop.abi)."""
+        layout = self._tma_layouts.get(maps)
+        if layout is None:
+            trailing = [TILE_SCHEDULE] if self.takes_schedule else []
+            trailing += [PtxParam(f"map{k}", TENSOR_MAP) for k in range(maps)]
+            layout = self._tma_layouts[maps] = ParamLayout.of(self._record, trailing=trailing)
+        return layout
 
     def describe_params(self) -> str:
         return ", ".join(f"{p.name}: {p.type_text}" for p in self.params)
