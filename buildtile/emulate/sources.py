@@ -48,10 +48,18 @@ def _module_entries(path: Path, module: str, options: CompileOptions) -> tuple:
     return tuple(found)
 
 
+def host_params(kernel: AnalyzedKernel) -> list[dict]:
+    """``kernel``'s parameters as the emulator takes them: an array of records carries the record's
+    size as ``record_size`` (the element size of its bounds)."""
+    records = kernel.records
+    return [dict(p, record_size=records[p["dtype"]]["size"]) if p["dtype"] in records else p
+            for p in kernel.params]
+
+
 @lru_cache(maxsize=256)
 def _host_kernel(path: Path, module: str, options: CompileOptions, symbol: str) -> HostKernel:
     lowered = dict(_module_entries(path, module, options))[symbol]
-    return HostKernel(host_ir(lowered.entry.llvm_ir, symbol), lowered.kernel.source.name, lowered.kernel.params,
+    return HostKernel(host_ir(lowered.entry.llvm_ir, symbol), lowered.kernel.source.name, host_params(lowered.kernel),
                       per_tile=lowered.kind == "tile", source_file=lowered.display_file)
 
 
