@@ -14,8 +14,8 @@ import hashlib
 import json
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from buildtile.interop.abi import DTYPES, kernel_params
 from buildtile.interop.driver_compat import min_driver_for, ptx_isa_of
@@ -518,9 +518,9 @@ def compile_fake_driver(out: Path) -> Path:
     return out
 
 
-@dataclass(frozen=True)
-class CompiledPackage:
-    """A hand-made package with its C ABI emitted and compiled, and the fake driver to run it on."""
+class CompiledPackage(NamedTuple):
+    """A hand-made package with its C ABI emitted and compiled, and the fake driver to run it on
+    (a NamedTuple: tests/gpu loads this module by path, where dataclasses cannot find it)."""
 
     root: Path          # holds <package>/_buildtile
     manifest: dict
