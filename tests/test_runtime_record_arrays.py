@@ -153,6 +153,8 @@ def test_record_dtype_is_the_layout_the_package_was_built_with(ops):
     with pytest.raises(BuildtileError) as info:
         record_dtype(ops.Unbuilt)
     assert info.value.code == "BT0620" and "record `Unbuilt`" in str(info.value)
+    with pytest.raises(BuildtileError, match="takes a `@simt.record` class, got 'Particle'"):
+        record_dtype("Particle")
 
 
 def test_device_arrays_of_a_record_hold_records(ops, fake_gpu):

@@ -120,6 +120,9 @@ def record_dtype(record: type):
 
     from buildtile.runtime.package import package_runtime
 
+    if not (isinstance(record, type) and getattr(record, "__buildtile_record__", False)):
+        raise BuildtileError(f"record_dtype() takes a `@simt.record` class, got {record!r}", code="BT0308",
+                             help="pass the record class itself, e.g. `record_dtype(Particle)`")
     module, name = record.__module__, record.__name__
     layout = package_runtime(module).manifest.record(name)
     if layout is None or layout.module != module:
