@@ -441,9 +441,12 @@ _ENTRIES = [
         header or the C++ header cannot carry: a name that is not ASCII, a
         module named `buildtile` or `std` (they would hide the C++ namespaces
         of that name inside the package's) or `_buildtile` (the folder the
-        build writes the package's kernels into), or a kernel named
+        build writes the package's kernels into), a kernel named
         `check_abi` in the package's top-level module (the C++ header
-        declares that function itself).
+        declares that function itself), a record or a record field whose
+        name is not ASCII, or a record named `last_error` or `abi_version`
+        (its C struct, `<package>_<Record>`, would have the name of one of
+        the package library's functions).
         """, """
         @simt.kernel(block=256)
         def échelle(x: Slice[f32], y: DisjointSlice[f32]):

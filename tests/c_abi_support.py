@@ -1,4 +1,6 @@
-"""Hand-made packages for the C ABI tests: manifests, PTX written by hand, cubins.
+"""Hand-made packages for the C ABI tests: manifests, PTX written by hand, cubins; and what
+every C ABI test drives them with: the shim and tests/fake_libcuda.c compiled, DLPack tensors
+and launch configurations as ctypes sees them, the shim's launchers typed.
 
 The PTX kernels follow kernel ABI v1 exactly as the SIMT backend's output
 must (slice = pointer + length, tensor = pointer + shape + strides), so the
@@ -7,13 +9,22 @@ shim can be tested, on a GPU too, without the compiler.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
+import shutil
+import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
+from buildtile.interop.abi import DTYPES, kernel_params
 from buildtile.interop.driver_compat import min_driver_for, ptx_isa_of
 
 PACKAGE = "example_kernels"
+HERE = Path(__file__).parent
+CC = shutil.which("cc") or shutil.which("gcc")
+CXX = shutil.which("c++") or shutil.which("g++")
+WARNINGS = ["-Wall", "-Wextra", "-Werror"]
 
 _HEADER = """.version 8.0
 .target sm_80
@@ -308,8 +319,10 @@ def write_package(
     ptx: bool = True,
     real_cubins: bool = False,
     package_version: str | None = "0.1.0",
+    records: dict | None = None,
 ) -> dict:
-    """Lay out ``root/<package>/_buildtile`` (manifest and artifacts) as a build would."""
+    """Lay out ``root/<package>/_buildtile`` (manifest and artifacts) as a build would (``records``:
+    the manifest's record layouts, by name)."""
     out = root / PACKAGE / "_buildtile"
     (out / "kernels").mkdir(parents=True, exist_ok=True)
     (root / PACKAGE / "__init__.py").write_text("")
@@ -325,6 +338,8 @@ def write_package(
     }
     if package_version:
         manifest["package_version"] = package_version
+    if records:
+        manifest["records"] = records
     for record, text in kernels:
         record = json.loads(json.dumps(record))
         artifacts = {}
@@ -352,3 +367,188 @@ def _artifact(out: Path, rel: str, data: bytes, kind: str, isa: str | None) -> d
     (out / rel).write_bytes(data)
     return {"kind": kind, "path": rel, "sha256": hashlib.sha256(data).hexdigest(),
             "ptx_isa": isa, "min_driver": min_driver_for(isa)}
+
+
+# --------------------------------------------------------------------------
+# DLPack and launch configuration, as ctypes sees them
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class LaunchConfig(ctypes.Structure):
+    _fields_ = [("grid", ctypes.c_uint32 * 3), ("shared_mem", ctypes.c_uint32), ("stream", ctypes.c_void_p)]
+
+
+def tensor(data, shape, dtype="f32", *, strides=None, device=(2, 0), byte_offset=0, lanes=1):
+    """A DLTensor over ``data`` (it keeps its shape and strides arrays alive)."""
+    _, code, bits, _ = DTYPES[dtype]
+    t = DLTensor()
+    t.data = data
+    t.device = DLDevice(*device)
+    t.ndim = len(shape)
+    t.dtype = DLDataType(code, bits, lanes)
+    t._shape = (ctypes.c_int64 * len(shape))(*shape)
+    t.shape = ctypes.cast(t._shape, ctypes.POINTER(ctypes.c_int64))
+    if strides is not None:
+        t._strides = (ctypes.c_int64 * len(strides))(*strides)
+        t.strides = ctypes.cast(t._strides, ctypes.POINTER(ctypes.c_int64))
+    t.byte_offset = byte_offset
+    return t
+
+
+def config(*grid, shared=0, stream=None):
+    return LaunchConfig((ctypes.c_uint32 * 3)(*(list(grid) + [1, 1])[:3]), shared, stream)
+
+
+_CTYPES = {
+    "bool": ctypes.c_bool, "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u32": ctypes.c_uint32,
+    "u64": ctypes.c_uint64, "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16,
+    "f32": ctypes.c_float, "f64": ctypes.c_double,
+}
+
+
+class Shim:
+    """A loaded copy of the shim library with typed launchers (``shim.vecadd(cfg, a, b, c)``)."""
+
+    def __init__(self, path: Path, manifest: dict) -> None:
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.example_kernels_last_error.restype = ctypes.c_char_p
+        self.lib.example_kernels_abi_version.restype = ctypes.c_int
+        self.kernels = {k["name"]: k for k in manifest["kernels"]}
+        for k in manifest["kernels"]:
+            unsafe = k["contract"]["block"] is None
+            fn = getattr(self.lib, "bt_" + k["symbol"] + ("_unsafe" if unsafe else ""))
+            args = [ctypes.POINTER(LaunchConfig)] + ([ctypes.POINTER(ctypes.c_uint32 * 3)] if unsafe else [])
+            args += [_CTYPES[p["dtype"]] if p["kind"] == "scalar" else ctypes.POINTER(DLTensor) for p in k["params"]]
+            fn.argtypes, fn.restype = args, ctypes.c_int
+            setattr(self, k["name"], self._caller(fn))
+
+    @staticmethod
+    def _caller(fn):
+        def call(cfg, *args):
+            def ref(x):
+                return None if x is None else ctypes.byref(x) if isinstance(x, (DLTensor, LaunchConfig)) else x
+            return fn(ref(cfg), *(ref(a) for a in args))
+        return call
+
+    @property
+    def last_error(self) -> str:
+        return self.lib.example_kernels_last_error().decode()
+
+
+class FakeState(ctypes.Structure):
+    _fields_ = [
+        ("cc_major", ctypes.c_int), ("cc_minor", ctypes.c_int), ("device_count", ctypes.c_int),
+        ("init_result", ctypes.c_int), ("refuse_cubin", ctypes.c_int), ("refuse_ptx", ctypes.c_int),
+        ("param_count", ctypes.c_int), ("param_sizes", ctypes.c_int * 32),
+        ("module_loads", ctypes.c_int), ("last_image", ctypes.c_void_p), ("primary_retains", ctypes.c_int),
+        ("launches", ctypes.c_int), ("function", ctypes.c_char * 128),
+        ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+        ("stream", ctypes.c_void_p), ("set_attribute_value", ctypes.c_int),
+        ("params", (ctypes.c_uint8 * 8) * 32), ("pushes", ctypes.c_int),
+    ]
+
+
+def fresh_fake_driver(path, monkeypatch, *, devices: int):
+    """The fake driver, reset: ``devices`` devices of compute capability 9.0, device 0 current."""
+    monkeypatch.setenv("BUILDTILE_LIBCUDA", str(path))
+    driver = ctypes.CDLL(str(path))
+    state = FakeState.in_dll(driver, "fake")
+    state.cc_major, state.cc_minor, state.device_count = 9, 0, devices
+    state.init_result = state.refuse_cubin = state.refuse_ptx = 0
+    driver.fake_reset_observations()
+    driver.fake_make_current(0, 1)
+    return driver, state
+
+
+def expect_params(state, kernel: dict) -> list[int | float | bytes]:
+    """Tell the fake driver the parameter sizes of ``kernel`` (from abi.kernel_params)."""
+    sizes = {"ptr": 8, "i64": 8, "u64": 8, "f64": 8, "i32": 4, "u32": 4, "f32": 4, "f16": 2, "bf16": 2, "bool": 1}
+    flat = kernel_params(kernel["params"])
+    state.param_count = len(flat)
+    for i, p in enumerate(flat):
+        state.param_sizes[i] = sizes[p.ctype]
+    return flat
+
+
+def param_int(state, i: int) -> int:
+    return int.from_bytes(bytes(state.params[i]), "little", signed=True)
+
+
+# --------------------------------------------------------------------------
+# Building the shim and the fake driver
+
+
+def run(cmd, **kwargs):
+    result = subprocess.run([str(c) for c in cmd], check=False, capture_output=True, text=True, **kwargs)
+    assert result.returncode == 0, f"{' '.join(map(str, cmd))}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def compile_shim(project: Path, out: Path) -> Path:
+    """The shim library of an emitted C ABI ``project``, compiled as its CMake project would be."""
+    run([CC, "-std=c11", *WARNINGS, "-Wpedantic", "-O1", "-fPIC", "-shared", "-fvisibility=hidden",
+         "-I", project / "include", "-I", project / "src",
+         *sorted((project / "src").glob("*.c")), "-o", out, "-ldl", "-lpthread"])
+    return out
+
+
+def compile_fake_driver(out: Path) -> Path:
+    """tests/fake_libcuda.c as the ``libcuda.so.1`` the shim opens (through BUILDTILE_LIBCUDA)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    run([CC, "-std=c11", *WARNINGS, "-fPIC", "-shared", HERE / "fake_libcuda.c", "-o", out])
+    return out
+
+
+class CompiledPackage(NamedTuple):
+    """A hand-made package with its C ABI emitted and compiled, and the fake driver to run it on
+    (a NamedTuple: tests/gpu loads this module by path, where dataclasses cannot find it)."""
+
+    root: Path          # holds <package>/_buildtile
+    manifest: dict
+    project: Path       # the emitted CMake project of the shim
+    shim: Path          # the compiled shim library
+    driver: Path        # tests/fake_libcuda.c, compiled
+
+    @property
+    def include(self) -> Path:
+        return self.root / PACKAGE / "_buildtile" / "include"
+
+
+def compiled_package(root: Path, kernels: list[tuple[dict, str]], **kwargs) -> CompiledPackage:
+    """A package of ``kernels`` laid out under ``root`` (``kwargs``: those of :func:`write_package`),
+    its C ABI emitted and its shim compiled, with the fake driver."""
+    from buildtile.config import BuildtileSettings
+    from buildtile.interop.c_abi import emit
+
+    manifest = write_package(root, kernels, **kwargs)
+    project = emit(manifest, root / PACKAGE / "_buildtile", root / "build", BuildtileSettings()).cmake_source_dir
+    return CompiledPackage(root, manifest, project, compile_shim(project, project.parent / "libshim.so"),
+                           compile_fake_driver(root / "fake" / "libcuda.so.1"))
+
+
+def fake_shim(package: CompiledPackage, tmp_path: Path, monkeypatch, *, devices: int = 1):
+    """(shim, driver library, driver state): a fresh copy of ``package``'s shim (its own driver state
+    and last error) over a reset fake driver (see :func:`fresh_fake_driver`)."""
+    driver, state = fresh_fake_driver(package.driver, monkeypatch, devices=devices)
+    copied = tmp_path / "libshim.so"
+    shutil.copy(package.shim, copied)
+    return Shim(copied, package.manifest), driver, state

@@ -101,14 +101,16 @@ def make_kernel_package(tmp_path, monkeypatch):
     requires=[text ...], min_compute_capability=..., dynamic_shared=...)``.
     Returns the imported ``ops`` module. Artifacts are small fake images with
     correct sha256 sums, unless a kernel's spec gives real ones as
-    ``images={"sm_90": cubin_bytes, ...}`` and/or ``ptx=(target, ptx_bytes)``.
+    ``images={"sm_90": cubin_bytes, ...}`` and/or ``ptx=(target, ptx_bytes)``. ``records`` maps
+    the name of a record of ``ops.py`` to its layout (``size``, ``align``, ``fields``), which array
+    parameters name as their dtype.
     """
     from buildtile.interop.abi import ABI_VERSION, PARAM_KINDS, mangle
     from buildtile.runtime.package import forget_package
 
     made: list[str] = []
 
-    def make(source: str, kernels: dict, targets=("sm_90",), ptx_target="sm_80", name=None):
+    def make(source: str, kernels: dict, targets=("sm_90",), ptx_target="sm_80", name=None, records=None):
         package = name or f"btfake{next(_package_ids)}"
         site = tmp_path / f"site_{package}"
         root = site / package
@@ -116,6 +118,7 @@ def make_kernel_package(tmp_path, monkeypatch):
         (root / "__init__.py").write_text("")
         (root / "ops.py").write_text(textwrap.dedent(source))
         module = f"{package}.ops"
+        layouts = {name: {"module": module, **layout} for name, layout in (records or {}).items()}
         records = []
         for kernel_name, spec in kernels.items():
             symbol = mangle(module, kernel_name)
@@ -186,6 +189,7 @@ def make_kernel_package(tmp_path, monkeypatch):
             "ptx_target": ptx_target,
             "checks": "release",
             "kernels": records,
+            **({"records": layouts} if layouts else {}),
         }
         (root / "_buildtile" / "manifest.json").write_text(json.dumps(manifest, indent=2))
         monkeypatch.syspath_prepend(str(site))

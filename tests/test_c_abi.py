@@ -15,10 +15,25 @@ import random
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import c_abi_support as support
 import pytest
+from c_abi_support import (  # noqa: F401 (the C ABI tests of other files import them from here)
+    CC,
+    CXX,
+    HERE,
+    WARNINGS,
+    DLTensor,
+    FakeState,
+    LaunchConfig,
+    Shim,
+    config,
+    expect_params,
+    fresh_fake_driver,
+    param_int,
+    run,
+    tensor,
+)
 
 from buildtile.backend import Emitter
 from buildtile.config import BuildtileSettings, CAbiSettings
@@ -30,23 +45,18 @@ from buildtile.errors import (
     NoImageError,
     TypeMismatchError,
 )
-from buildtile.interop.abi import DTYPES, kernel_params
 from buildtile.interop.c_abi import C_ABI_EMITTER, emit
 from buildtile.interop.c_requires import expression
 from buildtile.interop.host_cli import package_main
 from buildtile.runtime.requires import RequirementEvalError, compile_requirement
 
-HERE = Path(__file__).parent
 ROOT = HERE.parent
 INCLUDE = ROOT / "buildtile" / "include"
-CC = shutil.which("cc") or shutil.which("gcc")
-CXX = shutil.which("c++") or shutil.which("g++")
 CMAKE = shutil.which("cmake")
 needs_cc = pytest.mark.skipif(CC is None, reason="needs a C compiler")
 needs_cxx = pytest.mark.skipif(CXX is None or CC is None, reason="needs a C++ compiler")
 needs_cmake = pytest.mark.skipif(CMAKE is None or CC is None or CXX is None, reason="needs cmake and compilers")
 
-WARNINGS = ["-Wall", "-Wextra", "-Werror"]
 PKG = support.PACKAGE
 LAUNCHERS = {
     "bt_example_kernels_ops__vecadd",
@@ -62,98 +72,7 @@ A, B, C = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000
 
 
 # --------------------------------------------------------------------------
-# DLPack and launch configuration, as ctypes sees them
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class LaunchConfig(ctypes.Structure):
-    _fields_ = [("grid", ctypes.c_uint32 * 3), ("shared_mem", ctypes.c_uint32), ("stream", ctypes.c_void_p)]
-
-
-def tensor(data, shape, dtype="f32", *, strides=None, device=(2, 0), byte_offset=0, lanes=1):
-    """A DLTensor over ``data`` (it keeps its shape and strides arrays alive)."""
-    _, code, bits, _ = DTYPES[dtype]
-    t = DLTensor()
-    t.data = data
-    t.device = DLDevice(*device)
-    t.ndim = len(shape)
-    t.dtype = DLDataType(code, bits, lanes)
-    t._shape = (ctypes.c_int64 * len(shape))(*shape)
-    t.shape = ctypes.cast(t._shape, ctypes.POINTER(ctypes.c_int64))
-    if strides is not None:
-        t._strides = (ctypes.c_int64 * len(strides))(*strides)
-        t.strides = ctypes.cast(t._strides, ctypes.POINTER(ctypes.c_int64))
-    t.byte_offset = byte_offset
-    return t
-
-
-def config(*grid, shared=0, stream=None):
-    return LaunchConfig((ctypes.c_uint32 * 3)(*(list(grid) + [1, 1])[:3]), shared, stream)
-
-
-_CTYPES = {
-    "bool": ctypes.c_bool, "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u32": ctypes.c_uint32,
-    "u64": ctypes.c_uint64, "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16,
-    "f32": ctypes.c_float, "f64": ctypes.c_double,
-}
-
-
-class Shim:
-    """A loaded copy of the shim library with typed launchers (``shim.vecadd(cfg, a, b, c)``)."""
-
-    def __init__(self, path: Path, manifest: dict) -> None:
-        self.lib = ctypes.CDLL(str(path))
-        self.lib.example_kernels_last_error.restype = ctypes.c_char_p
-        self.lib.example_kernels_abi_version.restype = ctypes.c_int
-        self.kernels = {k["name"]: k for k in manifest["kernels"]}
-        for k in manifest["kernels"]:
-            unsafe = k["contract"]["block"] is None
-            fn = getattr(self.lib, "bt_" + k["symbol"] + ("_unsafe" if unsafe else ""))
-            args = [ctypes.POINTER(LaunchConfig)] + ([ctypes.POINTER(ctypes.c_uint32 * 3)] if unsafe else [])
-            args += [_CTYPES[p["dtype"]] if p["kind"] == "scalar" else ctypes.POINTER(DLTensor) for p in k["params"]]
-            fn.argtypes, fn.restype = args, ctypes.c_int
-            setattr(self, k["name"], self._caller(fn))
-
-    @staticmethod
-    def _caller(fn):
-        def call(cfg, *args):
-            def ref(x):
-                return None if x is None else ctypes.byref(x) if isinstance(x, (DLTensor, LaunchConfig)) else x
-            return fn(ref(cfg), *(ref(a) for a in args))
-        return call
-
-    @property
-    def last_error(self) -> str:
-        return self.lib.example_kernels_last_error().decode()
-
-
-# --------------------------------------------------------------------------
 # Fixtures: one emitted package, its shim compiled once, fresh copies per test
-
-
-def run(cmd, **kwargs):
-    result = subprocess.run([str(c) for c in cmd], check=False, capture_output=True, text=True, **kwargs)
-    assert result.returncode == 0, f"{' '.join(map(str, cmd))}\n{result.stdout}\n{result.stderr}"
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -168,11 +87,7 @@ def package(tmp_path_factory):
 @pytest.fixture(scope="module")
 def shim_path(package):
     _, _, project = package
-    out = project.parent / "libshim.so"
-    run([CC, "-std=c11", *WARNINGS, "-Wpedantic", "-O1", "-fPIC", "-shared", "-fvisibility=hidden",
-         "-I", project / "include", "-I", project / "src",
-         *sorted((project / "src").glob("*.c")), "-o", out, "-ldl", "-lpthread"])
-    return out
+    return support.compile_shim(project, project.parent / "libshim.so")
 
 
 @pytest.fixture
@@ -186,22 +101,7 @@ def shim(package, shim_path, tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def fake_driver_path(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fake") / "libcuda.so.1"
-    run([CC, "-std=c11", *WARNINGS, "-fPIC", "-shared", HERE / "fake_libcuda.c", "-o", out])
-    return out
-
-
-class FakeState(ctypes.Structure):
-    _fields_ = [
-        ("cc_major", ctypes.c_int), ("cc_minor", ctypes.c_int), ("device_count", ctypes.c_int),
-        ("init_result", ctypes.c_int), ("refuse_cubin", ctypes.c_int), ("refuse_ptx", ctypes.c_int),
-        ("param_count", ctypes.c_int), ("param_sizes", ctypes.c_int * 32),
-        ("module_loads", ctypes.c_int), ("last_image", ctypes.c_void_p), ("primary_retains", ctypes.c_int),
-        ("launches", ctypes.c_int), ("function", ctypes.c_char * 128),
-        ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
-        ("stream", ctypes.c_void_p), ("set_attribute_value", ctypes.c_int),
-        ("params", (ctypes.c_uint8 * 8) * 32), ("pushes", ctypes.c_int),
-    ]
+    return support.compile_fake_driver(tmp_path_factory.mktemp("fake") / "libcuda.so.1")
 
 
 @pytest.fixture
@@ -211,32 +111,6 @@ def fake(fake_driver_path, package, shim_path, tmp_path, monkeypatch):
     copy = tmp_path / "libshim.so"
     shutil.copy(shim_path, copy)
     return Shim(copy, package[1]), driver, state
-
-
-def fresh_fake_driver(path, monkeypatch, *, devices: int):
-    """The fake driver, reset: ``devices`` devices of compute capability 9.0, device 0 current."""
-    monkeypatch.setenv("BUILDTILE_LIBCUDA", str(path))
-    driver = ctypes.CDLL(str(path))
-    state = FakeState.in_dll(driver, "fake")
-    state.cc_major, state.cc_minor, state.device_count = 9, 0, devices
-    state.init_result = state.refuse_cubin = state.refuse_ptx = 0
-    driver.fake_reset_observations()
-    driver.fake_make_current(0, 1)
-    return driver, state
-
-
-def expect_params(state, kernel: dict) -> list[int | float | bytes]:
-    """Tell the fake driver the parameter sizes of ``kernel`` (from abi.kernel_params)."""
-    sizes = {"ptr": 8, "i64": 8, "u64": 8, "f64": 8, "i32": 4, "u32": 4, "f32": 4, "f16": 2, "bf16": 2, "bool": 1}
-    flat = kernel_params(kernel["params"])
-    state.param_count = len(flat)
-    for i, p in enumerate(flat):
-        state.param_sizes[i] = sizes[p.ctype]
-    return flat
-
-
-def param_int(state, i: int) -> int:
-    return int.from_bytes(bytes(state.params[i]), "little", signed=True)
 
 
 def artifact(package, kernel_name: str, key: str) -> bytes:

@@ -4,15 +4,9 @@ refused; the C++ wrappers take `std::complex` spans."""
 
 from __future__ import annotations
 
-import ctypes
-import shutil
-
 import c_abi_support as support
 import pytest
-from test_c_abi import CC, CXX, HERE, WARNINGS, FakeState, Shim, config, run, tensor
-
-from buildtile.config import BuildtileSettings
-from buildtile.interop.c_abi import emit
+from c_abi_support import CC, CXX, WARNINGS, config, run, tensor
 
 pytestmark = pytest.mark.skipif(CC is None or CXX is None, reason="needs C and C++ compilers")
 
@@ -33,32 +27,13 @@ def complex_kernel() -> tuple[dict, str]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("complexpkg")
-    manifest = support.write_package(root, support.example_kernels() + [complex_kernel()])
-    project = emit(manifest, root / PKG / "_buildtile", root / "build", BuildtileSettings()).cmake_source_dir
-    shim = project.parent / "libshim.so"
-    run([CC, "-std=c11", *WARNINGS, "-Wpedantic", "-O1", "-fPIC", "-shared", "-fvisibility=hidden",
-         "-I", project / "include", "-I", project / "src",
-         *sorted((project / "src").glob("*.c")), "-o", shim, "-ldl", "-lpthread"])
-    driver = root / "fake" / "libcuda.so.1"
-    driver.parent.mkdir()
-    run([CC, "-std=c11", *WARNINGS, "-fPIC", "-shared", HERE / "fake_libcuda.c", "-o", driver])
-    return root, manifest, shim, driver
+    return support.compiled_package(tmp_path_factory.mktemp("complexpkg"), support.example_kernels() + [complex_kernel()])
 
 
 @pytest.fixture
 def fake(built, tmp_path, monkeypatch):
-    _, manifest, shim_path, driver_path = built
-    monkeypatch.setenv("BUILDTILE_LIBCUDA", str(driver_path))
-    driver = ctypes.CDLL(str(driver_path))
-    state = FakeState.in_dll(driver, "fake")
-    state.cc_major, state.cc_minor, state.device_count = 9, 0, 1
-    state.init_result = state.refuse_cubin = state.refuse_ptx = 0
-    driver.fake_reset_observations()
-    driver.fake_make_current(0, 1)
-    copy = tmp_path / "libshim.so"
-    shutil.copy(shim_path, copy)
-    return Shim(copy, manifest), state
+    shim, _, state = support.fake_shim(built, tmp_path, monkeypatch)
+    return shim, state
 
 
 def test_complex_tensors_bind_to_complex_parameters(fake):
@@ -76,7 +51,6 @@ def test_a_float_tensor_is_not_a_complex_one(fake):
 
 
 def test_the_cpp_wrappers_take_std_complex_spans(built, tmp_path):
-    root, _, _, _ = built
     source = tmp_path / "host.cpp"
     source.write_text(
         '#include <complex>\n#include "example_kernels/kernels.hpp"\n'
@@ -88,5 +62,5 @@ def test_the_cpp_wrappers_take_std_complex_spans(built, tmp_path):
         "                          buildtile::DeviceSpan<const std::complex<float>>(z, 100),\n"
         "                          buildtile::DeviceSpan<std::complex<double>>(out, 100));\n"
         "    return 0;\n}\n")
-    run([CXX, "-std=c++17", *WARNINGS, "-Wpedantic", "-fsyntax-only", "-I", root / PKG / "_buildtile" / "include",
+    run([CXX, "-std=c++17", *WARNINGS, "-Wpedantic", "-fsyntax-only", "-I", built.include,
          source])

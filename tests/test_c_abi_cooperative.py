@@ -5,14 +5,10 @@ goes through cuLaunchCooperativeKernel, and other kernels still through cuLaunch
 from __future__ import annotations
 
 import ctypes
-import shutil
 
 import c_abi_support as support
 import pytest
-from test_c_abi import CC, HERE, WARNINGS, FakeState, Shim, config, run, tensor
-
-from buildtile.config import BuildtileSettings
-from buildtile.interop.c_abi import emit
+from c_abi_support import CC, FakeState, config, tensor
 
 pytestmark = pytest.mark.skipif(CC is None, reason="needs a C compiler")
 
@@ -42,33 +38,15 @@ def cooperative_kernel() -> tuple[dict, str]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cooppkg")
-    manifest = support.write_package(root, support.example_kernels() + [cooperative_kernel()])
-    project = emit(manifest, root / PKG / "_buildtile", root / "build", BuildtileSettings()).cmake_source_dir
-    shim = project.parent / "libshim.so"
-    run([CC, "-std=c11", *WARNINGS, "-Wpedantic", "-O1", "-fPIC", "-shared", "-fvisibility=hidden",
-         "-I", project / "include", "-I", project / "src",
-         *sorted((project / "src").glob("*.c")), "-o", shim, "-ldl", "-lpthread"])
-    driver = root / "fake" / "libcuda.so.1"
-    driver.parent.mkdir()
-    run([CC, "-std=c11", *WARNINGS, "-fPIC", "-shared", HERE / "fake_libcuda.c", "-o", driver])
-    return manifest, project, shim, driver
+    return support.compiled_package(tmp_path_factory.mktemp("cooppkg"), support.example_kernels() + [cooperative_kernel()])
 
 
 @pytest.fixture
 def fake(built, tmp_path, monkeypatch):
-    manifest, _, shim_path, driver_path = built
-    monkeypatch.setenv("BUILDTILE_LIBCUDA", str(driver_path))
-    driver = ctypes.CDLL(str(driver_path))
+    shim, driver, _ = support.fake_shim(built, tmp_path, monkeypatch)
     state = CooperativeFakeState.in_dll(driver, "fake")
-    state.cc_major, state.cc_minor, state.device_count = 9, 0, 1
-    state.init_result = state.refuse_cubin = state.refuse_ptx = 0
     state.multiprocessors, state.blocks_per_sm = 4, 2
-    driver.fake_reset_observations()
-    driver.fake_make_current(0, 1)
-    copy = tmp_path / "libshim.so"
-    shutil.copy(shim_path, copy)
-    return Shim(copy, manifest), state
+    return shim, state
 
 
 def histogram_args(n=1000, bins=64):
@@ -76,8 +54,7 @@ def histogram_args(n=1000, bins=64):
 
 
 def test_the_kernel_record_of_the_shim_says_cooperative(built):
-    _, project, _, _ = built
-    source = "\n".join(p.read_text() for p in sorted((project / "src").glob("*.c")))
+    source = "\n".join(p.read_text() for p in sorted((built.project / "src").glob("*.c")))
     assert "bt_buffers_3, 3, 1," in source      # the cooperative kernel
     assert source.count(", 3, 0,") >= 2            # vecadd and matadd: three buffers, plain
 

@@ -1,6 +1,6 @@
 """Tile kernels in the C ABI: launchers per specialization, the dispatching launcher, the C++ layer.
 
-Runs without a GPU, like tests/test_c_abi.py (whose ctypes helpers it uses):
+Runs without a GPU, like tests/test_c_abi.py (with the ctypes helpers of tests/c_abi_support.py):
 the checks run in the shim itself, and the grid and parameters it computes
 reach tests/fake_libcuda.c, which records them.
 """
@@ -13,14 +13,14 @@ import subprocess
 
 import c_abi_support as support
 import pytest
-from test_c_abi import (
+from c_abi_support import (
     CC,
     CXX,
     WARNINGS,
     DLTensor,
-    FakeState,
     LaunchConfig,
     config,
+    fresh_fake_driver,
     run,
     tensor,
 )
@@ -103,11 +103,7 @@ def package(tmp_path_factory):
 @pytest.fixture(scope="module")
 def shim_path(package):
     _, _, project = package
-    out = project.parent / "libshim.so"
-    run([CC, "-std=c11", *WARNINGS, "-Wpedantic", "-O1", "-fPIC", "-shared", "-fvisibility=hidden",
-         "-I", project / "include", "-I", project / "src",
-         *sorted((project / "src").glob("*.c")), "-o", out, "-ldl", "-lpthread"])
-    return out
+    return support.compile_shim(project, project.parent / "libshim.so")
 
 
 _SCALARS = {"f16": ctypes.c_uint16, "f32": ctypes.c_float, "i32": ctypes.c_int32}
@@ -181,23 +177,13 @@ def shim(shim_path, package, tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def fake_driver_path(tmp_path_factory):
-    from test_c_abi import HERE
-
-    out = tmp_path_factory.mktemp("fake") / "libcuda.so.1"
-    run([CC, "-std=c11", *WARNINGS, "-fPIC", "-shared", HERE / "fake_libcuda.c", "-o", out])
-    return out
+    return support.compile_fake_driver(tmp_path_factory.mktemp("fake") / "libcuda.so.1")
 
 
 @pytest.fixture
 def fake(fake_driver_path, package, shim_path, tmp_path, monkeypatch):
     """(shim, fake driver state) over tests/fake_libcuda.c, device 0 current (cc 9.0)."""
-    monkeypatch.setenv("BUILDTILE_LIBCUDA", str(fake_driver_path))
-    driver = ctypes.CDLL(str(fake_driver_path))
-    state = FakeState.in_dll(driver, "fake")
-    state.cc_major, state.cc_minor, state.device_count = 9, 0, 2
-    state.init_result = state.refuse_cubin = state.refuse_ptx = 0
-    driver.fake_reset_observations()
-    driver.fake_make_current(0, 1)
+    _, state = fresh_fake_driver(fake_driver_path, monkeypatch, devices=2)
     copy = tmp_path / "libshim.so"
     shutil.copy(shim_path, copy)
     return TileShim(copy, package[1]), state

@@ -1,6 +1,6 @@
 """Record layouts in the manifest: written once per package by the build (from the kernels
-that take record arrays), checked by the manifest model, and refused with a clear
-BT0622 by the hosts that do not pass record arrays yet."""
+that take record arrays), checked by the manifest model, and given to each parameter of
+records, as both hosts read them."""
 
 from __future__ import annotations
 
@@ -86,6 +86,7 @@ def test_the_model_reads_the_layouts_and_the_parameters_that_name_them(tmp_path,
     (lambda m: m["records"]["Particle"].update(size=30), "`Particle` has size 30"),
     (lambda m: m["kernels"][0]["params"][0].update(dtype="Point"), "unknown dtype 'Point'"),
     (lambda m: m["kernels"][0]["params"][2].update(dtype="Sample"), "record dtype 'Sample'"),
+    (lambda m: m["kernels"][0]["params"][0].update(kind="atomic_slice"), "records are elements of"),
 ])
 def test_a_malformed_record_layout_is_a_manifest_error(tmp_path, records_builds, edit, words):
     data, path = _manifest(tmp_path, records_builds)
@@ -96,17 +97,18 @@ def test_a_malformed_record_layout_is_a_manifest_error(tmp_path, records_builds,
     assert info.value.code == "BT0621" and words in str(info.value)
 
 
-def test_the_c_generator_refuses_record_arrays_by_name(tmp_path, records_builds):
+def test_the_c_generator_reads_the_layouts_it_declares_as_structs(tmp_path, records_builds):
     data, path = _manifest(tmp_path, records_builds)
-    with pytest.raises(BuildtileError) as info:
-        read_package(data, path.parent)
-    assert info.value.code == "BT0622" and "`p: Slice[Particle]`, an array of records" in str(info.value)
+    package = read_package(data, path.parent)
+    assert [r.name for r in package.records] == ["Particle", "Sample"]
+    p = package.kernels[0].params[0]
+    assert p.record is package.records[0] and p.itemsize == 32
 
 
-def test_the_python_host_refuses_record_arrays_by_name(tmp_path, records_builds):
+def test_the_python_host_binds_record_parameters_to_their_layouts(tmp_path, records_builds):
     from buildtile.runtime.package import PackageRuntime
 
     _, path = _manifest(tmp_path, records_builds)
-    with pytest.raises(BuildtileError) as info:
-        PackageRuntime("btrec", path).kernel_record("btrec.records", "step")
-    assert info.value.code == "BT0622" and "`p: Slice[Particle]`, an array of records" in str(info.value)
+    record = PackageRuntime("btrec", path).kernel_record("btrec.records", "step")
+    assert [(p.record.name if p.record else None, p.itemsize) for p in record.params] == [
+        ("Particle", 32), ("Particle", 32), (None, 4)]

@@ -20,7 +20,7 @@ import numpy as np
 from buildtile.backend import CompileOptions
 from buildtile.emulate.hostir import host_ir
 from buildtile.emulate.machine import HostKernel
-from buildtile.emulate.sources import module_entries
+from buildtile.emulate.sources import host_params, module_entries
 from buildtile.interop.abi import DTYPES, launch_extras
 
 
@@ -73,9 +73,7 @@ class SimtKernel:
         (lowered,) = [e for e in entries.values()
                       if e.kernel.source.name == name and e.entry.symbol == e.kernel.symbol]
         self.kernel = lowered.kernel
-        records = lowered.kernel.records
-        self.params = [dict(p, record_size=records[p["dtype"]]["size"]) if p["dtype"] in records else p
-                       for p in lowered.kernel.params]
+        self.params = host_params(lowered.kernel)
         self.contract = lowered.kernel.contract
         self.host = HostKernel(host_ir(lowered.entry.llvm_ir, lowered.entry.symbol), name, self.params,
                                per_tile=False, source_file=lowered.display_file)

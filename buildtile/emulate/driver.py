@@ -53,13 +53,13 @@ def demangle(symbol: str) -> tuple[str, str]:
 
 def _host_array_view(obj, stream: int) -> ArrayView:
     """A NumPy array as device memory of the emulated GPU (device 0)."""
-    from buildtile.runtime.dtypes import from_typestr
+    from buildtile.runtime.dtypes import from_typestr, numpy_fields
 
     dtype, itemsize = from_typestr(obj.dtype.str)
     strides = tuple(s // itemsize for s in obj.strides)
     problem = None if all(s % itemsize == 0 for s in obj.strides) else "byte strides that are not whole elements"
     return ArrayView(obj, obj.ctypes.data, tuple(obj.shape), strides, dtype, itemsize, 0, DEVICE,
-                     "NumPy array", None, not obj.flags.writeable, problem)
+                     "NumPy array", None, not obj.flags.writeable, problem, fields=numpy_fields(obj.dtype))
 
 
 def _torch_cpu_view(t, stream: int) -> ArrayView:

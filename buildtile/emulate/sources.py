@@ -48,6 +48,14 @@ def _module_entries(path: Path, module: str, options: CompileOptions) -> tuple:
     return tuple(found)
 
 
+def host_params(kernel: AnalyzedKernel) -> list[dict]:
+    """``kernel``'s parameters as the emulator takes them: an array of records carries the record's
+    size as ``record_size`` (the element size of its bounds)."""
+    records = kernel.records
+    return [dict(p, record_size=records[p["dtype"]]["size"]) if p["dtype"] in records else p
+            for p in kernel.params]
+
+
 @lru_cache(maxsize=256)
 def _host_kernel(path: Path, module: str, options: CompileOptions, symbol: str) -> HostKernel:
     lowered = dict(_module_entries(path, module, options)).get(symbol)
@@ -57,7 +65,7 @@ def _host_kernel(path: Path, module: str, options: CompileOptions, symbol: str) 
             f"the CPU emulator cannot run kernel entry `{symbol}` of module `{module}`: it is not an entry the "
             "emulator lowers (the TMA entries of sm_90a use instructions the emulator does not have)",
             code="BT0805", help="launch through the runtime, which runs the specialization's own entry here")
-    return HostKernel(host_ir(lowered.entry.llvm_ir, symbol), lowered.kernel.source.name, lowered.kernel.params,
+    return HostKernel(host_ir(lowered.entry.llvm_ir, symbol), lowered.kernel.source.name, host_params(lowered.kernel),
                       per_tile=lowered.kind == "tile", source_file=lowered.display_file)
 
 

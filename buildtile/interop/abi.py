@@ -21,8 +21,11 @@ tile_atomic
 An array's ``T`` may be a record (a ``@simt.record`` class): ``data`` points at
 C structs laid out as the manifest's ``records`` says (record_layout.py), and
 ``len``, ``shape`` and ``strides`` count records, so a stride is in units of the
-record's size. The hosts do not pass record arrays yet: the Python host and the
-C generator refuse a kernel that takes one (BT0622).
+record's size. Both hosts take such an array as its bytes: a ``u8``/``i8``
+array (a DLTensor in C) of rank + 1 dimensions whose last extent is the record's
+size and last stride 1, its other byte strides whole records, its data aligned
+to the record's alignment (runtime/record_arrays.py, bt_checks.c); the Python
+host also takes a structured array whose fields are the record's.
 
 ``tile_out`` is a Tile kernel's ``tile.Out`` parameter; its tile shape is a
 compile-time constant of the specialization launched (manifest.py).

@@ -11,9 +11,11 @@ launcher's status and message. Tile kernels get move-aware wrappers instead
 from __future__ import annotations
 
 from buildtile import __version__
-from buildtile.interop.c_model import Kernel, Package
+from buildtile.interop.c_model import Kernel, Package, record_type
 from buildtile.interop.manifest import ParamRecord
 from buildtile.interop.c_syntax import (
+    C_FIELD,
+    C_FIELD_EXTENT,
     CPP_TYPE,
     block_comment,
     identifier,
@@ -50,6 +52,7 @@ def generate_c_header(package: Package) -> str:
         f'#error "{name} was built for buildtile kernel ABI 1, but the buildtile/abi.h included first declares another version"',
         "#endif",
         "",
+        *_record_structs(package),
         "#ifdef __cplusplus",
         'extern "C" {',
         "#endif",
@@ -75,6 +78,34 @@ def generate_c_header(package: Package) -> str:
     return "\n".join(out)
 
 
+def _record_structs(package: Package) -> list[str]:
+    """The C struct of each record, with checks that the compiler lays it out as the kernels do."""
+    if not package.records:
+        return []
+    out = [block_comment(
+        "Records: the element types of record arrays, laid out as the kernels read them (a\n"
+        "complex field as its real and imaginary parts, an f16 or bf16 field as its bits). An\n"
+        "array of records is passed as its bytes: a uint8 (or int8) DLTensor of the array's\n"
+        "rank + 1 dimensions whose last extent is sizeof the struct (buildtile/abi.h)."), ""]
+    for record in package.records:
+        struct = record_type(package.name, record.name)
+        out.append(f"/* {record.module}.{record.name}: {record.size} bytes, aligned to {record.align} */")
+        out.append(f"typedef struct {struct} {{")
+        for f in record.fields:
+            extent = C_FIELD_EXTENT.get(f.dtype)
+            out.append(f"    {C_FIELD[f.dtype]} {identifier(f.name)}{f'[{extent}]' if extent else ''};")
+        out.append(f"}} {struct};")
+        out.append(f"BUILDTILE_STATIC_ASSERT(sizeof({struct}) == {record.size}, bt_size_of_{struct},\n"
+                   f'                        "{struct} must have the {record.size} bytes the kernels read");')
+        for f in record.fields:
+            field = identifier(f.name)
+            out.append(f"BUILDTILE_STATIC_ASSERT(offsetof({struct}, {field}) == {f.offset}, "
+                       f"bt_offset_of_{struct}_{field},\n"
+                       f'                        "{struct}.{field} must be at offset {f.offset}, where the kernels read it");')
+        out.append("")
+    return out
+
+
 def generate_cpp_header(package: Package) -> str:
     """The text of ``include/<package>/kernels.hpp``."""
     name = package.name
@@ -91,6 +122,7 @@ def generate_cpp_header(package: Package) -> str:
         '#include "buildtile/buildtile.hpp"',
         f'#include "{name}/kernels.h"',
         "",
+        *_record_traits(package),
         f"namespace {ns} {{",
         "",
         "/// Throws buildtile::Error (BT0622) unless the loaded library speaks this header's ABI.",
@@ -112,6 +144,18 @@ def generate_cpp_header(package: Package) -> str:
     return "\n".join(out)
 
 
+def _record_traits(package: Package) -> list[str]:
+    """Each record struct declared a record to the C++ layer, whose DeviceSpan and DeviceTensor
+    of it then cross as its bytes."""
+    if not package.records:
+        return []
+    out = ["// The package's records: arrays of them are passed as their bytes (buildtile::is_record).",
+           "namespace buildtile {"]
+    for record in package.records:
+        out.append(f"template <>\nstruct is_record<{record_type(package.name, record.name)}> : std::true_type {{}};")
+    return out + ["}  // namespace buildtile", ""]
+
+
 def _namespace(kernel: Kernel, package: Package) -> str | None:
     """``ops`` for module ``example_kernels.ops``; None for the package's own module."""
     parts = kernel.module.split(".")
@@ -120,8 +164,9 @@ def _namespace(kernel: Kernel, package: Package) -> str | None:
     return "::".join(identifier(p) for p in parts) or None
 
 
-def _cpp_param(param: ParamRecord) -> str:
-    element, name = CPP_TYPE[param.dtype], param_identifier(param.name)
+def _cpp_param(param: ParamRecord, package: str) -> str:
+    element = record_type(package, param.dtype) if param.record is not None else CPP_TYPE[param.dtype]
+    name = param_identifier(param.name)
     if param.is_scalar:
         return f"{element} {name}"
     if param.role == "in":
@@ -143,7 +188,8 @@ def _cpp_kernel(kernel: Kernel, package: str) -> list[str]:
                 f"inline constexpr buildtile::Dim3 {identifier(kernel.name + '_block')}{{{x}, {y}, {z}}};", ""]
 
     # the DLTensor overload calls the C launcher; the typed one forwards to it
-    raw = [_cpp_param(p) if p.is_scalar else f"const DLTensor& {param_identifier(p.name)}" for p in kernel.params]
+    raw = [_cpp_param(p, package) if p.is_scalar else f"const DLTensor& {param_identifier(p.name)}"
+           for p in kernel.params]
     call = ["&cfg"] + (["block_dims"] if kernel.block is None else [])
     call += [_scalar_arg(p) if p.is_scalar else f"&{param_identifier(p.name)}" for p in kernel.params]
     out += [f"/// {line}" for line in signature_comment(kernel).splitlines()]
@@ -157,7 +203,7 @@ def _cpp_kernel(kernel: Kernel, package: str) -> list[str]:
         "",
     ]
     if kernel.buffers:  # without buffers the two overloads would be one
-        typed = [_cpp_param(p) for p in kernel.params]
+        typed = [_cpp_param(p, package) for p in kernel.params]
         forwarded = ["launch"] + (["block"] if kernel.block is None else [])
         forwarded += [param_identifier(p.name) + ("" if p.is_scalar else ".dl()") for p in kernel.params]
         out += [

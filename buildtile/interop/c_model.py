@@ -29,9 +29,18 @@ from buildtile.interop.manifest import (
     parse,
     read_artifact,
 )
+from buildtile.interop.record_layout import RecordLayout
 from buildtile.runtime.requires import compile_requirement
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+#: the functions a package's library exports besides launchers: ``<package>_<name>``
+PACKAGE_FUNCTIONS = ("last_error", "abi_version")
+
+
+def record_type(package: str, record: str) -> str:
+    """The C (and C++) name of a package's record struct: ``example_kernels_Particle``."""
+    return f"{package}_{record}"
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,8 @@ class Package:
     name: str
     version: str | None   # the distribution's version when the manifest records it
     kernels: tuple[Kernel, ...]
+    #: the record element types the kernels' arrays hold (C structs of kernels.h)
+    records: tuple[RecordLayout, ...] = ()
 
 
 def read_package(manifest: dict, package_out: Path) -> Package:
@@ -136,14 +147,8 @@ def read_package(manifest: dict, package_out: Path) -> Package:
     model = parse(manifest, str(package_out / MANIFEST_NAME))
     if not _is_c_identifier(model.package):
         raise malformed(f"{model.source}: package", f"{model.package!r} is not a package name usable in C")
-    for k in model.kernels:
-        for p in k.params:
-            if model.record(p.dtype) is not None:
-                raise BuildtileError(
-                    f"{k.where}: kernel `{k.name}` takes `{p.name}: {p.type_text}`, an array of records, "
-                    "which the C ABI does not carry yet", code="BT0622",
-                    help="build the package without the C ABI (`[tool.buildtile.c-abi] enabled = false`), "
-                         "or pass the record's fields as arrays of their own")
+    for record in model.records:
+        _check_record(record, model.package, f"{model.source}: records")
     read = tuple(_c_kernel(k, package_out) for k in model.kernels)
     exported: set[str] = set()
     for k in read:
@@ -151,7 +156,17 @@ def read_package(manifest: dict, package_out: Path) -> Package:
             if name in exported:
                 raise malformed(f"{model.source}: kernels", f"two launchers would both be named {name!r}")
             exported.add(name)
-    return Package(model.package, model.package_version, read)
+    return Package(model.package, model.package_version, read, model.records)
+
+
+def _check_record(record: RecordLayout, package: str, where: str) -> None:
+    """A record's names usable in C: its struct (``<package>_<Record>``, which no function of the
+    library may share) and its fields (a C keyword gets a trailing ``_``, see c_syntax.identifier)."""
+    if not _IDENTIFIER.fullmatch(record.name) or any(not _IDENTIFIER.fullmatch(f.name) for f in record.fields):
+        raise malformed(f"{where}.{record.name}", "a record or field name is not an ASCII identifier usable in C")
+    if record.name in PACKAGE_FUNCTIONS:
+        raise malformed(f"{where}.{record.name}", f"record `{record.name}` would be named "
+                        f"`{record_type(package, record.name)}`, as a function of the package's library is")
 
 
 def _is_c_identifier(name: str) -> bool:

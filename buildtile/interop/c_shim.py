@@ -10,7 +10,6 @@ bt_launch.c), compiled next to it.
 from __future__ import annotations
 
 from buildtile import __version__
-from buildtile.interop.abi import DTYPES
 from buildtile.interop.c_model import Image, Kernel, Package
 from buildtile.interop.c_requires import relation_check
 from buildtile.interop.c_syntax import (
@@ -18,7 +17,9 @@ from buildtile.interop.c_syntax import (
     block_comment,
     byte_array,
     launcher_prototype,
+    param_spec_row,
     params_array,
+    record_var,
     signature_comment,
     string_literal,
 )
@@ -28,7 +29,6 @@ from buildtile.interop.c_tile import tile_kernel
 ARG_PREFIX = LAUNCHER_ARG_PREFIX
 
 _KINDS = {"slice": "BT_KIND_SLICE", "tensor": "BT_KIND_TENSOR"}
-_ROLES = {"in": "BT_ROLE_IN", "out": "BT_ROLE_OUT", "inout": "BT_ROLE_INOUT"}
 
 
 def generate_shim(package: Package) -> str:
@@ -54,6 +54,11 @@ def generate_shim(package: Package) -> str:
         "}",
         "",
     ]
+    for record in package.records:   # what the launchers of record arrays check their bytes against
+        parts.append(f"static const bt_record {record_var(record.name)} = "
+                     f"{{{string_literal(record.name)}, {record.size}u, {record.align}u}};")
+    if package.records:
+        parts.append("")
     for m, (images, entries) in enumerate(modules):
         parts.append(_module(m, images, entries))
     #: PTX entry name -> (module number, index of the entry in that module)
@@ -139,12 +144,7 @@ def _kernel(i: int, kernel: Kernel, module: int, index: int, aligned: tuple[int,
     if buffers:
         out.append(f"static const bt_param_spec bt_buffers_{i}[] = {{")
         for p in buffers:
-            code, bits = DTYPES[p.dtype][1], DTYPES[p.dtype][2]
-            kind = _KINDS["slice" if p.is_slice else "tensor"]
-            out.append(
-                f"    {{{string_literal(p.name)}, {kind}, {p.rank}, {_ROLES[p.role]}, {code}, {bits}, "
-                f"{string_literal(p.type_text)}}},"
-            )
+            out.append(param_spec_row(p, _KINDS["slice" if p.is_slice else "tensor"], p.dtype, p.type_text))
         out.append("};")
     out += _kernel_struct(var, kernel, i, module, index)
     if aligned is not None and buffers:   # the same kernel and contract, its entry compiled for aligned pointers

@@ -6,7 +6,7 @@ generators so a launcher is declared and defined from one description.
 
 from __future__ import annotations
 
-from buildtile.interop.abi import kernel_params
+from buildtile.interop.abi import DTYPES, kernel_params
 from buildtile.interop.c_model import Kernel
 from buildtile.interop.manifest import ParamRecord
 
@@ -66,6 +66,29 @@ CPP_TYPE = {
     "complex64": "std::complex<float>",    # interleaved (real, imaginary), as the kernels read them
     "complex128": "std::complex<double>",
 }
+
+
+#: how a record's field of each dtype is declared in its C struct (complex numbers as their
+#: (real, imaginary) parts, which ``float _Complex`` and ``std::complex<float>`` lay out alike)
+C_FIELD = {**C_SCALAR, "complex64": "float", "complex128": "double"}
+#: the array extent a field of each dtype takes in the struct (complex: its two parts)
+C_FIELD_EXTENT = {"complex64": 2, "complex128": 2}
+
+_ROLES = {"in": "BT_ROLE_IN", "out": "BT_ROLE_OUT", "inout": "BT_ROLE_INOUT"}
+
+
+def record_var(record: str) -> str:
+    """The runtime's description of a record in kernels.c (``bt_record``)."""
+    return f"bt_record_{record}"
+
+
+def param_spec_row(p: ParamRecord, kind: str, dtype: str, type_text: str) -> str:
+    """One ``bt_param_spec`` initializer (bt_runtime.h) for buffer parameter ``p`` of dtype ``dtype``;
+    an array of records points at its ``bt_record`` and takes bytes (uint8)."""
+    code, bits = (DTYPES["u8"] if p.record is not None else DTYPES[dtype])[1:3]
+    record = f"&{record_var(p.record.name)}" if p.record is not None else "NULL"
+    return (f"    {{{string_literal(p.name)}, {kind}, {p.rank}, {_ROLES[p.role]}, {code}, {bits}, "
+            f"{string_literal(type_text)}, {record}}},")
 
 
 #: names the launchers and their C++ wrappers give their own arguments and locals

@@ -24,7 +24,7 @@ Partition&&...)``, which returns a move-only pending launch whose
 
 from __future__ import annotations
 
-from buildtile.interop.abi import DTYPES, mangle, spell_type
+from buildtile.interop.abi import mangle, spell_type
 from buildtile.interop.c_model import Kernel, specialization_launcher
 from buildtile.interop.manifest import ParamRecord, SpecializationRecord
 from buildtile.interop.tile_choice import CHOICE_RULE
@@ -36,11 +36,10 @@ from buildtile.interop.c_syntax import (
     c_parameter,
     identifier,
     param_identifier,
+    param_spec_row,
     params_array,
     string_literal,
 )
-
-_ROLES = {"in": "BT_ROLE_IN", "out": "BT_ROLE_OUT", "inout": "BT_ROLE_INOUT"}
 
 
 # ----------------------------------------------------------------------------- shared text
@@ -111,12 +110,10 @@ def tile_kernel(i: int, kernel: Kernel, module_of: dict[str, tuple[int, int]]) -
         out.append(f"static const bt_param_spec {table}[] = {{")
         for p in buffers:
             dtype = spec.dtype_of(p) if spec is not None else p.dtype
-            code, bits = DTYPES[dtype][1], DTYPES[dtype][2]
             # inputs may be any strided view (the kernel reads through its strides); a tile.Out is
             # written a tile at a time and must be row-major contiguous
             kind = "BT_KIND_TILE" if p.is_tile_out else "BT_KIND_TENSOR"
-            out.append(f"    {{{string_literal(p.name)}, {kind}, {p.rank}, {_ROLES[p.role]}, {code}, {bits}, "
-                       f"{string_literal(spell_type(p.kind, dtype, p.rank))}}},")
+            out.append(param_spec_row(p, kind, dtype, spell_type(p.kind, dtype, p.rank)))
         out.append("};")
     grid_buffer = [p.name for p in buffers].index(kernel.tile.grid_param)
     offset = 0  # where the grid output's extents start in a specialization's tile_shape

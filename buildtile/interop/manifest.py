@@ -177,6 +177,8 @@ TILE_PARAM_KINDS = ("tensor", "tile_out", "tile_atomic", "scalar")
 #: a tile grid maps the axes of an output of rank up to 5 onto grid x, y, z (leading axes fold into z)
 MAX_TILE_GRID_RANK = 5
 ROLES = ("in", "out", "inout")
+#: the parameter kinds whose elements may be records (atomics take scalars; Tile kernels take no records)
+RECORD_ARRAY_KINDS = ("slice", "disjoint_slice", "tensor", "disjoint_tensor")
 ARTIFACT_KINDS = ("cubin", "ptx")
 _TARGET = re.compile(r"sm_(\d+)([af]?)")
 _COMPUTE_CAPABILITY = re.compile(r"(?:sm_|compute_)?(\d+)(?:\.(\d+))?[af]?")
@@ -265,9 +267,16 @@ class ParamRecord:
     index: int
     name: str
     kind: str          # a key of abi.PARAM_KINDS
-    dtype: str         # a key of abi.DTYPES
+    dtype: str         # a key of abi.DTYPES, or the name of a record (``record``)
     rank: int          # 0 for scalars, 1 for slices
     role: str          # "in", "out" or "inout"
+    #: the layout of the record an array of records holds (the manifest's ``records``); else None
+    record: RecordLayout | None = None
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes of one element (of an array parameter: a record's size, padding included)."""
+        return self.record.size if self.record is not None else DTYPES[self.dtype][0]
 
     @property
     def is_array(self) -> bool:
@@ -633,6 +642,9 @@ def _param(raw: object, index: int, kernel: str, records: dict[str, RecordLayout
         raise malformed(where, f"scalar parameter `{name}` has record dtype {dtype!r}; records are array elements")
     if dtype not in DTYPES and dtype not in records:
         raise malformed(where, f"parameter `{name}` has unknown dtype {dtype!r}")
+    if dtype in records and kind not in RECORD_ARRAY_KINDS:
+        raise malformed(where, f"parameter `{name}` of kind {kind!r} has record dtype {dtype!r}; records are "
+                               f"elements of {', '.join(RECORD_ARRAY_KINDS)} parameters")
     if kind == "scalar" and dtype in ELEMENT_ONLY_DTYPES:
         raise malformed(where, f"scalar parameter `{name}` has dtype {dtype!r}, which only array elements have")
     if kind == "scalar":
@@ -647,7 +659,7 @@ def _param(raw: object, index: int, kernel: str, records: dict[str, RecordLayout
     role = raw.get("role") or PARAM_KINDS[kind]
     if role not in ROLES:
         raise malformed(where, f"parameter `{name}` has unknown role {role!r}")
-    return ParamRecord(index, name, kind, dtype, rank, role)
+    return ParamRecord(index, name, kind, dtype, rank, role, records.get(dtype))
 
 
 def _contract(raw: object, params: tuple[ParamRecord, ...], where: str) -> ContractRecord:

@@ -10,7 +10,8 @@ its layout, and an array parameter of records names it as its ``dtype``::
     }
 
 Across the kernel ABI a record array is an array like any other: a pointer, its extents
-and its strides, counted in records. See ``abi.py`` for how one crosses the hosts.
+and its strides, counted in records. Both hosts take it as an array of the records' bytes
+(``BYTE_DTYPES``, its last axis one record); see ``abi.py``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from buildtile.interop.abi import DTYPES, ELEMENT_ONLY_DTYPES
+
+#: the element types of an array of records' bytes, its last axis one record (DLPack has no structs)
+BYTE_DTYPES = ("u8", "i8")
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,9 @@ class RecordLayout:
     size: int      # bytes, padding included: the stride of one record in an array
     align: int
     fields: tuple[FieldLayout, ...]
+
+    def field(self, name: str) -> FieldLayout | None:
+        return next((f for f in self.fields if f.name == name), None)
 
     def as_dict(self) -> dict:
         return {"module": self.module, "size": self.size, "align": self.align,

@@ -12,7 +12,8 @@ layers:
 - :mod:`~buildtile.runtime.signature`, :mod:`~buildtile.runtime.binders` — argument checks (no
   driver involved) and the binders generated for them
 - :mod:`~buildtile.runtime.refusals` — the words of a refused launch, for both kinds of kernel
-- :mod:`~buildtile.runtime.arrays`, :mod:`~buildtile.runtime.dlpack` — reading array arguments
+- :mod:`~buildtile.runtime.arrays`, :mod:`~buildtile.runtime.dlpack` — reading array arguments;
+  :mod:`~buildtile.runtime.record_arrays` — arrays of records (:func:`record_dtype`)
 - :mod:`~buildtile.runtime.contract`, :mod:`~buildtile.runtime.requires` — launch contracts
 - :mod:`~buildtile.runtime.images`, :mod:`~buildtile.runtime.package` — images and manifests
 - :mod:`~buildtile.runtime.bounds` — out-of-range reads of debug builds, reported at
@@ -28,12 +29,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__all__ = ["DeviceArray", "Kernel", "PreparedLaunch", "cuda_available", "synchronize"]
+__all__ = ["DeviceArray", "Kernel", "PreparedLaunch", "cuda_available", "record_dtype", "synchronize"]
 
 if TYPE_CHECKING:
     from buildtile.runtime.device_array import DeviceArray
     from buildtile.runtime.kernel import Kernel
     from buildtile.runtime.launch import PreparedLaunch
+    from buildtile.runtime.record_arrays import record_dtype
     from buildtile.runtime.streams import synchronize
 
 
@@ -51,6 +53,10 @@ def __getattr__(name: str):
         from buildtile.runtime.launch import PreparedLaunch
 
         return PreparedLaunch
+    if name == "record_dtype":
+        from buildtile.runtime.record_arrays import record_dtype
+
+        return record_dtype
     if name == "synchronize":
         from buildtile.runtime.streams import synchronize
 

@@ -37,10 +37,13 @@ from buildtile.runtime.dtypes import (
     DISPLAY_NAMES,
     DLPACK_OF_NAME,
     ITEMSIZE,
+    Fields,
+    descr_fields,
     display_name,
     from_dlpack,
     from_torch,
     from_typestr,
+    numpy_fields,
 )
 from buildtile.runtime.native import compiled as _native
 
@@ -57,7 +60,7 @@ class ArrayView:
 
     __slots__ = (
         "obj", "ptr", "shape", "strides", "dtype", "itemsize", "device", "memory", "origin",
-        "stream", "read_only", "problem", "keepalive", "location", "lo", "hi",
+        "stream", "read_only", "problem", "keepalive", "location", "lo", "hi", "fields", "raw",
     )
 
     def __init__(
@@ -76,6 +79,8 @@ class ArrayView:
         problem: str | None = None,
         keepalive: object = None,
         location: str | None = None,
+        fields: Fields | None = None,
+        align: int | None = None,
     ) -> None:
         self.obj = obj              # the caller's object (identity for aliasing messages)
         self.ptr = ptr              # address of element [0, 0, ...]
@@ -90,10 +95,14 @@ class ArrayView:
         self.read_only = read_only
         # a layout we cannot pass at all: byte strides not in elements, a negative extent, a span
         # past what 64-bit addresses reach, a first element misaligned for its type
+        if align is None and fields is not None:
+            align = 1   # a structured element's alignment is its record's, checked when it is read as one
         self.problem = problem if problem is not None or memory == HOST else layout_problem(
-            ptr, shape, strides, itemsize)
+            ptr, shape, strides, itemsize, align)
         self.keepalive = keepalive  # a DLPack capsule that must outlive the launch
         self.location = location    # "on cpu", "in host memory" ... for messages
+        self.fields = fields        # a structured dtype's fields (name, dtype, offset); None for scalars
+        self.raw: ArrayView | None = None   # a view of records: the view of the bytes it was read from
         # ``lo``/``hi``: the byte interval [lo, hi) the kernel may touch, set when the view
         # is accepted for a parameter; (0, 0) when empty, so it never overlaps anything
 
@@ -123,6 +132,8 @@ class ArrayView:
 
     def describe(self) -> str:
         """``float64 array of shape (10,)`` — what the caller passed, for messages."""
+        if self.raw is not None:   # what the caller passed is the bytes, not the records
+            return self.raw.describe()
         text = f"{display_name(self.dtype)} {self.origin} of shape {tuple(self.shape)}"
         if self.location:
             text += f" {self.location}"
@@ -133,11 +144,14 @@ class ArrayView:
 _INT64_MAX, _ADDRESS_END = 2**63 - 1, 2**64
 
 
-def layout_problem(ptr: int, shape: Sequence[int], strides: Sequence[int], itemsize: int) -> str | None:
+def layout_problem(ptr: int, shape: Sequence[int], strides: Sequence[int], itemsize: int,
+                   align: int | None = None) -> str | None:
     """What makes an array of ``shape`` and element ``strides`` at ``ptr`` impossible to pass to a
     kernel, in words; None when nothing does. The kernel ABI holds extents and strides as int64
     and the kernel computes byte offsets in 64 bits, so everything must fit those; the first
-    element must be aligned for its type. (One pass: this runs for every view.)"""
+    element must be aligned for its type (to ``align`` bytes, its size unless given: a record's
+    alignment is its largest field's). (One pass: this runs for every view.)"""
+    align = itemsize if align is None else align
     if not 0 <= ptr < _ADDRESS_END:
         return f"its data pointer {ptr:#x} is not a 64-bit address"
     count = 1
@@ -155,8 +169,8 @@ def layout_problem(ptr: int, shape: Sequence[int], strides: Sequence[int], items
             high += span
     if count > _INT64_MAX:
         return "more elements than int64 counts"
-    if ptr % itemsize:
-        return f"its first element at {ptr:#x} is not aligned to {itemsize} bytes"
+    if ptr % align:
+        return f"its first element at {ptr:#x} is not aligned to {align} bytes"
     if count and ((high + 1) * itemsize > _INT64_MAX or low * itemsize < -_INT64_MAX
                   or not 0 <= ptr + low * itemsize < ptr + (high + 1) * itemsize < _ADDRESS_END):
         return "it spans more memory than int64 counts"
@@ -290,8 +304,10 @@ def view_from_cai(obj: object, cai: dict, origin: str = "array") -> ArrayView:
     stream = cai.get("stream")
     if stream is not None and not isinstance(stream, int):
         raise ValueError(f"malformed __cuda_array_interface__: stream {stream!r} is not an integer")
+    # a structured element (typestr "|V<size>") names its fields in ``descr``, as NumPy's interface does
+    fields = descr_fields(cai.get("descr")) if typestr[1:2] == "V" else None
     return ArrayView(obj, ptr, shape, strides, dtype, itemsize, None, UNKNOWN, origin,
-                     stream, bool(read_only), problem)
+                     stream, bool(read_only), problem, fields=fields)
 
 
 def _integer(value: object, what: str) -> int:
@@ -401,12 +417,13 @@ def _cupy_view(a, stream: int) -> ArrayView:
         strides, problem = _element_strides(a.shape, byte_strides, itemsize)
     memory = a.data
     return ArrayView(a, memory.ptr, a.shape, strides, dtype, itemsize, memory.device_id, DEVICE, "array",
-                     None, False, problem)
+                     None, False, problem, fields=numpy_fields(numpy_dtype))
 
 
 def _numpy_view(a, stream: int) -> ArrayView:
     view = _host_view(a, "NumPy array", "in host memory")
     view.dtype, view.itemsize = _typestr(a.dtype.str)
+    view.fields = numpy_fields(a.dtype)
     return view
 
 

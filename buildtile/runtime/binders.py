@@ -37,7 +37,8 @@ from buildtile.runtime.arrays import (
     extractor_for,
     overlaps_itself,
 )
-from buildtile.runtime.dtypes import ITEMSIZE, ScalarRefused, scalar_converter
+from buildtile.runtime.dtypes import ScalarRefused, scalar_converter
+from buildtile.runtime.record_arrays import record_reader
 from buildtile.runtime.requires import SOURCE_NAMES, Requirement, combined_check, rename_leaves
 
 
@@ -108,7 +109,7 @@ def generate_binder(sig: BinderSource, types: tuple[type, ...] | None = None) ->
             values.append(f"v{k}")
             continue
         arrays.append(k)
-        itemsize = ITEMSIZE[p.dtype]
+        itemsize = p.itemsize
         if types:
             emit(f"    x = X{k}")
         else:
@@ -117,6 +118,12 @@ def generate_binder(sig: BinderSource, types: tuple[type, ...] | None = None) ->
         emit(f"        v{k} = x(a{k}, stream) if x is not None else None")
         emit("    except Exception as exc:")
         emit(f"        producer_failed({k}, a{k}, exc)")
+        if p.record is not None:   # the array's bytes (or structured elements) read as records
+            namespace[f"R{k}"] = record_reader(p)
+            emit(f"    w{k} = R{k}(v{k})")
+            emit(f"    if w{k} is None:")
+            emit(f"        refuse_array({k}, a{k}, v{k})")
+            emit(f"    v{k} = w{k}")
         refused = [f"v{k} is None", f"v{k}.memory is HOST", f"v{k}.dtype != {p.dtype!r}",
                    f"len(v{k}.shape) != {p.rank}", f"v{k}.problem is not None"]
         if p.writes:
@@ -194,8 +201,11 @@ def generate_fast_binder(sig: BinderSource, types: tuple[type, ...],
 
     Same result as the slow binder, with ``env == ()`` (no views are made), for
     arguments it accepts; everything else is handed to the slow binder
-    (``SLOW``), which accepts it or raises the refusal with its explanation.
+    (``SLOW``), which accepts it or raises the refusal with its explanation. Arrays of records
+    are always read as views (record_arrays.py): a kernel that takes one has no fast binder.
     """
+    if any(p.record is not None for p in sig.params):
+        return None
     namespace: dict = {
         "SLOW": sig.bind_values,
         "ScalarRefused": ScalarRefused,
@@ -271,7 +281,7 @@ def generate_fast_binder(sig: BinderSource, types: tuple[type, ...],
     checks: list[str] = []
     aliased = {p.index for pair in sig.alias_pairs for p in pair}
     for p in arrays:
-        k, size = p.index, ITEMSIZE[p.dtype]
+        k, size = p.index, p.itemsize
         if size > 1 and not batch:  # a batch reader checks the alignment where it reads the pointer
             checks += [f"if p{k} & {size - 1}:  # misaligned for its element type", "    return SLOW(args, stream)"]
         if p.kind in SLICE_KINDS:

@@ -23,7 +23,7 @@ from buildtile.runtime.arrays import (
     register_inline_reader,
 )
 from buildtile.runtime.driver import get_driver
-from buildtile.runtime.dtypes import from_typestr
+from buildtile.runtime.dtypes import from_typestr, numpy_fields
 from buildtile.runtime.streams import stream_handle
 
 #: ABI dtype names accepted wherever a NumPy dtype is
@@ -35,7 +35,11 @@ _NUMPY_DTYPES = {
 
 
 def _numpy_dtype(dtype) -> np.dtype:
-    if dtype == "bf16":
+    if isinstance(dtype, type) and getattr(dtype, "__buildtile_record__", False):   # a @simt.record class
+        from buildtile.runtime.record_arrays import record_dtype
+
+        return record_dtype(dtype)
+    if isinstance(dtype, str) and dtype == "bf16":
         raise BuildtileError("DeviceArray cannot hold bf16: NumPy has no bfloat16 dtype; use PyTorch for bf16")
     try:
         return np.dtype(_NUMPY_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
@@ -60,16 +64,18 @@ class DeviceArray:
     """A C-contiguous array in GPU memory, owned by this object."""
 
     def __init__(self, shape, dtype="f32", device: int = 0) -> None:
-        """Allocate an uninitialised array (same as :meth:`empty`)."""
+        """Allocate an uninitialised array (same as :meth:`empty`). ``dtype`` is an ABI name
+        (``"f32"``), a NumPy dtype (a structured one holds records) or a ``@simt.record`` class."""
         self.shape: tuple[int, ...] = _shape(shape)
         self.dtype: np.dtype = _numpy_dtype(dtype)
         self.device = operator.index(device)
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
         self.ptr = 0
-        # what a launch reads, computed once: ABI dtype and strides in elements
+        # what a launch reads, computed once: ABI dtype, strides in elements, a structure's fields
         self._abi_dtype = from_typestr(self.dtype.str)
         self._element_strides = tuple(s // self.dtype.itemsize for s in self.strides)
+        self._fields = numpy_fields(self.dtype)
         driver = get_driver()
         self._context = driver.context(self.device)
         # freed by the driver that allocated it, even when another one is in place by then
@@ -145,6 +151,8 @@ class DeviceArray:
             "data": (self.ptr, False),
             "strides": None,
             "stream": None,  # allocation and copies are synchronous: nothing to wait for
+            # a structured dtype's fields (padding as unnamed entries), as NumPy's own interface has them
+            **({"descr": self.dtype.descr} if self._fields is not None else {}),
         }
 
     def __len__(self) -> int:
@@ -173,7 +181,7 @@ class DeviceArray:
 def _device_array_view(array: DeviceArray, stream: int) -> ArrayView:
     dtype, itemsize = array._abi_dtype
     return ArrayView(array, array.ptr, array.shape, array._element_strides, dtype, itemsize,
-                     array.device, DEVICE, "DeviceArray")
+                     array.device, DEVICE, "DeviceArray", fields=array._fields)
 
 
 class _DeviceArrayReader(InlineReader):

@@ -38,6 +38,8 @@ DISPLAY_NAMES = {
     "complex128": "complex128",
 }
 
+_NATIVE_ORDER = "<" if sys.byteorder == "little" else ">"
+
 _KIND_NAMES = {"f": "float", "i": "int", "u": "uint", "b": "bool", "c": "complex", "V": "void"}
 
 # typestr without byte order -> ABI name. "V2" is how CAI producers (and NumPy
@@ -60,6 +62,10 @@ _TYPESTR_TO_NAME = {
     "c16": "complex128",
 }
 
+#: ABI dtype name -> its NumPy typestr in this machine's byte order (bf16: two opaque bytes, "V2")
+TYPESTR_OF_NAME = {name: ("|" if ts[1:] == "1" or ts[0] in "bV" else _NATIVE_ORDER) + ts
+                   for ts, name in _TYPESTR_TO_NAME.items()}
+
 _DLPACK_TO_NAME = {
     (DL_BOOL, 8): "bool",
     (DL_INT, 8): "i8",
@@ -81,8 +87,6 @@ _DLPACK_TO_NAME = {
 DLPACK_OF_NAME = {name: code_bits for code_bits, name in _DLPACK_TO_NAME.items()}
 _DLPACK_CODE_NAMES = {DL_INT: "int", DL_UINT: "uint", DL_FLOAT: "float", DL_BFLOAT: "bfloat", DL_BOOL: "bool",
                       DL_COMPLEX: "complex"}
-
-_NATIVE_ORDER = "<" if sys.byteorder == "little" else ">"
 
 
 def display_name(dtype: str) -> str:
@@ -299,3 +303,65 @@ def _narrow(value: float, dtype: str):
     if finite and not math.isfinite(narrowed):
         raise ScalarRefused(f"{value!r} is out of range for {dtype}")
     return result
+
+
+# --------------------------------------------------------------------------- structured dtypes
+
+#: a structured element's fields as a producer describes them: (name, dtype name, byte offset)
+Fields = tuple[tuple[str, str, int], ...]
+
+
+def numpy_fields(dtype) -> Fields | None:
+    """The fields of a NumPy (or CuPy) structured dtype, in offset order; None for a dtype without."""
+    names = getattr(dtype, "names", None)
+    if not names:
+        return None
+    out = []
+    for name in names:
+        field_dtype, offset = dtype.fields[name][:2]
+        if field_dtype.subdtype is not None:   # an array field: never one of a record's scalars
+            base, shape = field_dtype.subdtype
+            what = _array_of(from_typestr(base.str)[0], shape)
+        else:
+            what = "structure" if field_dtype.names else from_typestr(field_dtype.str)[0]
+        out.append((name, what, offset))
+    return tuple(sorted(out, key=lambda f: f[2]))
+
+
+def _array_of(dtype: str, shape) -> str:
+    return f"{display_name(dtype)} array of shape {tuple(shape)}"
+
+
+def descr_fields(descr: object) -> Fields | None:
+    """The fields of a ``__cuda_array_interface__``/``__array_interface__`` ``descr`` (a list of
+    ``(name, typestr[, shape])``, in memory order, unnamed entries padding); None when it
+    describes no field. Raises ValueError when it is malformed."""
+    if descr is None:
+        return None
+    try:
+        fields, _ = _descr_walk(descr)
+    except (TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"malformed __cuda_array_interface__ descr ({exc})") from None
+    return fields or None
+
+
+def _descr_walk(descr) -> tuple[Fields, int]:
+    """(the named fields of ``descr``, its size in bytes)."""
+    out, offset = [], 0
+    for entry in descr:
+        name, typestr = entry[0], entry[1]
+        shape = tuple(int(n) for n in entry[2]) if len(entry) > 2 else ()
+        if isinstance(name, tuple):   # (title, name)
+            name = name[1]
+        if isinstance(typestr, (list, tuple)):   # a nested structure: never one of a record's scalars
+            what, itemsize = "structure", _descr_walk(typestr)[1]
+        else:
+            dtype, itemsize = from_typestr(typestr)
+            what = _array_of(dtype, shape) if shape else dtype
+        count = 1
+        for n in shape:
+            count *= n
+        if name:
+            out.append((str(name), what, offset))
+        offset += itemsize * count
+    return tuple(out), offset

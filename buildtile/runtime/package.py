@@ -84,16 +84,6 @@ class PackageRuntime:
                 help="the kernel was added or renamed after the package was built: rebuild or reinstall "
                      "the package (`pip install .`, or `buildtile build` in its project)",
             )
-        takes_records = [p for p in record.params if self.manifest.record(p.dtype) is not None]
-        if takes_records:
-            p = takes_records[0]
-            raise BuildtileError(
-                f"kernel `{name}` takes `{p.name}: {p.type_text}`, an array of records, which the Python host "
-                "does not pass yet",
-                code="BT0622",
-                help="the compiled kernel and its record layout are in the manifest; pass the record's fields "
-                     "as arrays of their own to launch it from Python",
-            )
         return record
 
     def manifest_entry(self, record: KernelRecord) -> dict:

@@ -31,10 +31,11 @@ from buildtile.errors import AliasingError, TypeMismatchError
 from buildtile.interop.abi import SLICE_KINDS, PtxParam, kernel_params
 from buildtile.interop.manifest import KernelRecord, ParamRecord
 from buildtile.runtime import refusals
-from buildtile.runtime.arrays import ArrayView, inline_reader
+from buildtile.runtime.arrays import HOST, ArrayView, inline_reader
 from buildtile.runtime.binders import generate_binder, generate_fast_binder
 from buildtile.runtime.contract import LaunchContract
 from buildtile.runtime.dtypes import STRUCT_CODES, ScalarRefused, describe_value
+from buildtile.runtime.record_arrays import as_records, record_help
 from buildtile.runtime.requires import Requirement, compile_requirement
 
 #: ``binder(args, stream) -> (values, device, env, waits)``, or None for argument types it was not made for
@@ -196,11 +197,17 @@ class KernelSignature:
 
 def _array_refusal(kernel: str, spec: ParamRecord, arg: object, view: ArrayView | None) -> TypeMismatchError:
     """Why ``view`` cannot be passed as ``spec`` (the checks of the binder, in order, with words)."""
+    if spec.record is not None and view is not None and view.memory != HOST and view.raw is None:
+        records, why = as_records(view, spec)
+        if why:
+            return refusals.mismatch(kernel, spec, view.describe(), why, help=record_help(spec.record))
+        view = records
     error = refusals.array_problem(kernel, spec, arg, view, spec.writes)
     if error is not None:
         return error
     if spec.kind in SLICE_KINDS and view.shape[0] > 1 and view.strides[0] != 1:
-        return refusals.mismatch(kernel, spec, view.describe(), f"not contiguous: stride {view.strides[0]} elements",
+        unit = "records" if spec.record is not None else "elements"
+        return refusals.mismatch(kernel, spec, view.describe(), f"not contiguous: stride {view.strides[0]} {unit}",
                                  help=refusals.PASS_CONTIGUOUS)
     if spec.kind == "disjoint_tensor" and view.overlaps_itself():
         return refusals.mismatch(kernel, spec, view.describe(),

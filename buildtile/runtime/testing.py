@@ -295,10 +295,11 @@ class FakeCudaArray:
     """An object exposing ``__cuda_array_interface__`` (v3) for a made-up pointer."""
 
     def __init__(self, ptr: int, shape, typestr: str = "<f4", strides=None, readonly: bool = False,
-                 stream: int | None = None, version: int = 3) -> None:
+                 stream: int | None = None, version: int = 3, descr: list | None = None) -> None:
         self.ptr = ptr
         self.shape = tuple(shape)
         self.typestr = typestr
+        self.descr = descr   # a structured element's fields (typestr "|V<size>"), as NumPy's descr lists them
         self.strides = None if strides is None else tuple(strides)  # bytes
         self.readonly = readonly
         self.stream = stream
@@ -312,7 +313,7 @@ class FakeCudaArray:
         """Another array over the same memory: ``offset`` in elements, ``strides`` in bytes."""
         return FakeCudaArray(self.ptr + offset_elements * self.itemsize,
                              self.shape if shape is None else tuple(shape), self.typestr,
-                             strides, self.readonly, self.stream, self.version)
+                             strides, self.readonly, self.stream, self.version, self.descr)
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -325,6 +326,8 @@ class FakeCudaArray:
         }
         if self.version >= 3:
             cai["stream"] = self.stream
+        if self.descr is not None:
+            cai["descr"] = self.descr
         return cai
 
 
@@ -366,6 +369,35 @@ _capsule_pointer_raw = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctype
 _NAMES = {False: ctypes.create_string_buffer(b"dltensor"), True: ctypes.create_string_buffer(b"dltensor_versioned")}
 
 
+#: the exports of FakeDLPackArrays whose capsules are alive: address of the managed tensor ->
+#: (producer, its ctypes objects). Held here, not by the producer, so a capsule that outlives its
+#: producer (kept by a traceback, say) still finds its deleter and its memory.
+_EXPORTS: dict[int, tuple] = {}
+
+
+def _release_export(address: int) -> None:
+    """The deleter of every FakeDLPackArray export: counts the release on its producer."""
+    export = _EXPORTS.pop(address, None)
+    if export is not None:
+        export[0].released += 1
+
+
+def _destroy_capsule(capsule: int) -> None:
+    for versioned in (True, False):
+        name = _NAMES[versioned]
+        if _capsule_is_valid_raw(capsule, name):
+            address = _capsule_pointer_raw(capsule, name)
+            managed = (_DLManagedTensorVersioned if versioned else _DLManagedTensor).from_address(address)
+            managed.deleter(address)
+            return
+    # renamed to "used_dltensor": the consumer owns it and must call the deleter
+
+
+# module-level callbacks: a ctypes callback must outlive every capsule that may call it
+_DELETE_EXPORT = _DELETER(_release_export)
+_CAPSULE_DESTROYED = _CAPSULE_DESTRUCTOR(_destroy_capsule)
+
+
 class FakeDLPackArray:
     """A DLPack producer over a made-up pointer, counting how often its tensors are released.
 
@@ -382,9 +414,6 @@ class FakeDLPackArray:
         self.exported = 0
         self.released = 0
         self.last_stream: object = "unset"
-        self._alive: dict[int, tuple] = {}  # keeps each export's ctypes objects alive
-        self._deleter = _DELETER(self._delete)
-        self._destructor = _CAPSULE_DESTRUCTOR(self._destroy_capsule)
 
     def __dlpack_device__(self):
         return self.device
@@ -400,27 +429,13 @@ class FakeDLPackArray:
                            ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64)) if strides is not None else None,
                            self.byte_offset)
         if versioned:
-            managed = _DLManagedTensorVersioned(1, 0, None, self._deleter, self.flags, tensor)
+            managed = _DLManagedTensorVersioned(1, 0, None, _DELETE_EXPORT, self.flags, tensor)
         else:
-            managed = _DLManagedTensor(tensor, None, self._deleter)
+            managed = _DLManagedTensor(tensor, None, _DELETE_EXPORT)
         address = ctypes.addressof(managed)
-        self._alive[address] = (managed, shape, strides)
+        _EXPORTS[address] = (self, managed, shape, strides)
         self.exported += 1
-        return _capsule_new(address, _NAMES[versioned], self._destructor)
-
-    def _delete(self, address: int) -> None:
-        self.released += 1
-        self._alive.pop(address, None)
-
-    def _destroy_capsule(self, capsule: int) -> None:
-        for versioned in (True, False):
-            name = _NAMES[versioned]
-            if _capsule_is_valid_raw(capsule, name):
-                address = _capsule_pointer_raw(capsule, name)
-                managed = (_DLManagedTensorVersioned if versioned else _DLManagedTensor).from_address(address)
-                managed.deleter(address)
-                return
-        # renamed to "used_dltensor": the consumer owns it and must call the deleter
+        return _capsule_new(address, _NAMES[versioned], _CAPSULE_DESTROYED)
 
 
 @contextmanager

@@ -230,6 +230,48 @@ def _run_all(rng, scale: int = 1) -> int:
         padded[:n] = x
         return f"n={n}", out.to_numpy(), padded.reshape(-1, 256)[:, ::-1].reshape(-1)[:n], 0.0
 
+    from buildtile.runtime import record_dtype
+    from example_kernels import particles
+
+    def random_particles(n: int, dt: np.float32, floor: np.float32) -> np.ndarray:
+        """Particles none of which ends a step within a hair of the floor (where rounding could
+        decide a bounce)."""
+        p = np.zeros(n, record_dtype(particles.Particle))
+        for field in ("x", "y", "vx", "vy"):
+            p[field] = rng.uniform(-2, 2, n)
+        p["mass"] = rng.uniform(0.5, 4, n)
+        p["bounces"] = rng.integers(0, 5, n)
+        ends = p["y"] + (p["vy"] - particles.GRAVITY * dt) * dt
+        p["y"][np.abs(ends - floor) < 1e-3] += 0.01
+        return p
+
+    def advance():
+        n = _ragged(rng, 500_000, 2_000_000, scale=scale)
+        dt, floor = np.float32(0.05), np.float32(-1.0)
+        before = random_particles(n, dt, floor)
+        p = DeviceArray.from_numpy(before)
+        particles.advance[particles.advance.grid_for(n)](p, dt, floor)
+        vy = before["vy"] - np.float32(particles.GRAVITY) * dt
+        y = before["y"] + vy * dt
+        below = y < floor
+        want = {"x": before["x"] + before["vx"] * dt, "y": np.where(below, floor + (floor - y), y),
+                "vx": before["vx"], "vy": np.where(below, -vy, vy), "mass": before["mass"],
+                "bounces": before["bounces"] + below}
+        after = p.to_numpy()
+        fields = list(want)
+        return (f"n={n}", np.concatenate([after[f].astype(np.float64) for f in fields]),
+                np.concatenate([want[f].astype(np.float64) for f in fields]), 1e-5)
+
+    def to_columns():
+        n = _ragged(rng, 500_000, 2_000_000, scale=scale)
+        records = random_particles(n, np.float32(0), np.float32(-10))
+        x, y, energy = poisoned(n, np.float32), poisoned(n, np.float32), poisoned(n, np.float64)
+        particles.to_columns[particles.to_columns.grid_for(n)](DeviceArray.from_numpy(records), x, y, energy)
+        speed2 = records["vx"].astype(np.float64) ** 2 + records["vy"].astype(np.float64) ** 2
+        expected = np.concatenate([records["x"], records["y"], 0.5 * records["mass"] * speed2])
+        got = np.concatenate([x.to_numpy(), y.to_numpy(), energy.to_numpy()])
+        return f"n={n}", got, expected, 1e-12 * float(np.abs(expected).max(initial=1.0))
+
     def tile_run(kernel, *args):
         return [getattr(h, "array", h) for h in kernel(*args).sync_on(0)]
 
@@ -259,19 +301,20 @@ def _run_all(rng, scale: int = 1) -> int:
     for name, run in [("vecadd", vecadd), ("saxpy", saxpy), ("matadd", matadd),
                       ("polyval_abs", polyval_abs), ("collatz_steps", collatz_steps),
                       ("block_sum", block_sum), ("transpose_tiled", transpose_tiled), ("histogram", histogram),
-                      ("reverse_blocks", reverse_blocks), ("tiles.add", tile_add), ("tiles.row_sum", tile_row_sum),
+                      ("reverse_blocks", reverse_blocks), ("particles.advance", advance),
+                      ("particles.to_columns", to_columns), ("tiles.add", tile_add), ("tiles.row_sum", tile_row_sum),
                       ("tiles.matmul_f16", tile_matmul_f16)]:
         try:
             size, got, expected, tolerance = run()
         except BuildtileError as exc:
             failures += 1
-            print(f"{name:<17} FAILED\n{exc}")
+            print(f"{name:<20} FAILED\n{exc}")
             continue
         error = np.abs(got.astype(np.float64) - expected.astype(np.float64))
         worst = float(np.nan_to_num(error, nan=np.inf).max(initial=0.0))
         ok = worst <= tolerance
         failures += not ok
-        print(f"{name:<17} {size:<18} max_abs_err={worst:<10.3g} {'OK' if ok else 'MISMATCH'}")
+        print(f"{name:<20} {size:<18} max_abs_err={worst:<10.3g} {'OK' if ok else 'MISMATCH'}")
     return 1 if failures else 0
 
 

@@ -59,6 +59,7 @@ namespace cooperative = example_kernels::cooperative;
 namespace memory = example_kernels::memory;
 namespace numbers = example_kernels::numbers;
 namespace ops = example_kernels::ops;
+namespace particles = example_kernels::particles;
 namespace patterns = example_kernels::patterns;
 namespace tiles = example_kernels::tiles;
 using buildtile::DeviceSpan;
@@ -244,6 +245,16 @@ T* data(const Arg& a, int rank)
                         " array; the job gives a rank-" + std::to_string(a.shape.size()) + " " + a.dtype +
                         (a.array ? " array" : " scalar"));
     return static_cast<T*>(a.memory->get());
+}
+
+/// An array of records of type T, which a job gives as their bytes: shape (n, sizeof(T)).
+template <class T>
+DeviceSpan<T> records(const Arg& a)
+{
+    if (a.shape.size() != 2 || a.shape[1] != static_cast<std::int64_t>(sizeof(T)))
+        throw HostError("argument `" + a.name + "` must be the bytes of records of " + std::to_string(sizeof(T)) +
+                        " bytes, shape (n, " + std::to_string(sizeof(T)) + ")");
+    return DeviceSpan<T>(reinterpret_cast<T*>(data<std::uint8_t>(a, 2)), a.shape[0], a.device);
 }
 
 template <int Rank>
@@ -485,6 +496,21 @@ void numbers_rotate_phase(const Job& j, void* stream)
                           out<std::complex<float>>(o), out<float>(m));
 }
 
+void particles_advance(const Job& j, void* stream)
+{
+    const Arg &p = j.arg(0, "p"), &dt = j.arg(1, "dt"), &floor = j.arg(2, "floor");
+    expect_grid(j, buildtile::cover(p.shape.at(0), particles::advance_block));
+    particles::advance({j.grid, stream}, records<example_kernels_Particle>(p), f32(dt), f32(floor));
+}
+
+void particles_to_columns(const Job& j, void* stream)
+{
+    const Arg &p = j.arg(0, "p"), &x = j.arg(1, "x"), &y = j.arg(2, "y"), &energy = j.arg(3, "energy");
+    expect_grid(j, buildtile::cover(p.shape.at(0), particles::to_columns_block));
+    const DeviceSpan<const example_kernels_Particle> swarm = records<example_kernels_Particle>(p);
+    particles::to_columns({j.grid, stream}, swarm, out<float>(x), out<float>(y), out<double>(energy));
+}
+
 void memory_block_histogram(const Job& j, void* stream)
 {
     const Arg &values = j.arg(0, "values"), &bins = j.arg(1, "bins");
@@ -637,6 +663,8 @@ const std::map<std::string, Runner>& runners()
         {"patterns.reverse_blocks", patterns_reverse_blocks},
         {"cooperative.normalized_histogram", cooperative_normalized_histogram},
         {"numbers.rotate_phase", numbers_rotate_phase},
+        {"particles.advance", particles_advance},
+        {"particles.to_columns", particles_to_columns},
         {"memory.transpose_shared", memory_transpose_shared},
         {"memory.block_histogram", memory_block_histogram},
         {"memory.grid_histogram", memory_grid_histogram},

@@ -181,7 +181,7 @@ def _grid3(grid) -> tuple[int, int, int]:
 
 def make_jobs(seed: int = 2024) -> list[Job]:
     """One job or more per kernel and per tile specialization of example_kernels (on the device under test)."""
-    from example_kernels import cooperative, memory, numbers, ops, patterns
+    from example_kernels import cooperative, memory, numbers, ops, particles, patterns
 
     from buildtile import random
 
@@ -293,6 +293,39 @@ def make_jobs(seed: int = 2024) -> list[Job]:
                      arr("magnitude", poison(n, "f32"))],
                     all_of(rotated, close("magnitude", np.abs(z).astype(np.float64), 1e-6, 0.0)),
                     grid=_grid3(numbers.rotate_phase.grid_for(n))))
+
+    # --- SIMT: example_kernels.particles, the records as their bytes (n, 32) in both hosts
+    from buildtile.runtime import record_dtype
+
+    particle = record_dtype(particles.Particle)
+    m = 30_011
+    swarm = np.zeros(m, particle)
+    for field in ("x", "y", "vx", "vy"):
+        swarm[field] = rng.uniform(-2, 2, m)
+    swarm["mass"], swarm["bounces"] = rng.uniform(0.5, 4, m), rng.integers(0, 5, m)
+    step, floor = np.float32(0.05), np.float32(-1.0)
+    vy = swarm["vy"] - np.float32(particles.GRAVITY) * step
+    swarm["y"][np.abs(swarm["y"] + vy * step - floor) < 1e-3] += 0.01   # no bounce decided by rounding
+    y = swarm["y"] + vy * step
+    below = y < floor
+    moved = {"x": swarm["x"] + swarm["vx"] * step, "y": np.where(below, floor + (floor - y), y), "vx": swarm["vx"],
+             "vy": np.where(below, -vy, vy), "mass": swarm["mass"], "bounces": swarm["bounces"] + below}
+
+    def advanced(out: dict) -> None:
+        got = out["p"].view(particle).reshape(m)
+        for field, want in moved.items():
+            np.testing.assert_allclose(got[field], want, rtol=1e-6, atol=1e-6, err_msg=f"`p.{field}`")
+    as_bytes = swarm.view(np.uint8).reshape(m, particle.itemsize)
+    jobs.append(Job("particles.advance", "particles.advance",
+                    [arr("p", as_bytes), Scalar("dt", "f32", step), Scalar("floor", "f32", floor)],
+                    advanced, grid=_grid3(particles.advance.grid_for(m))))
+    speed2 = swarm["vx"].astype(np.float64) ** 2 + swarm["vy"].astype(np.float64) ** 2
+    jobs.append(Job("particles.to_columns", "particles.to_columns",
+                    [arr("p", as_bytes), arr("x", poison(m, "f32")), arr("y", poison(m, "f32")),
+                     arr("energy", poison(m, "f64"))],
+                    all_of(exact("x", swarm["x"]), exact("y", swarm["y"]),
+                           close("energy", 0.5 * swarm["mass"] * speed2, 1e-12, 0.0)),
+                    grid=_grid3(particles.to_columns.grid_for(m))))
 
     # --- SIMT: example_kernels.memory
     jobs.append(Job("memory.transpose_shared", "memory.transpose_shared",

@@ -26,6 +26,7 @@ from buildtile.backends.simt.params import SIMT_MODULE, scalar_of
 from buildtile.backends.simt.types import COMPLEX, SCALARS, Scalar, SliceT, TensorT
 from buildtile.diagnostics import Diagnostic, Span
 from buildtile.discovery import resolve_dotted
+from buildtile.interop.c_model import PACKAGE_FUNCTIONS
 
 _FIELD_HELP = "a record field is one scalar (f32, i64, complex64, ...); records do not nest and hold no arrays"
 
@@ -91,12 +92,34 @@ def module_records(module_ast: ast.Module, namespace: dict[str, str], display_fi
             refuse(cls, f"record `{cls.name}` has the name of a scalar type",
                    help="the manifest and the C header name element types by name; rename the record")
             ok = False
+        # a name C cannot carry fails the build, but the record is still a type for the kernels' checks
+        for name, node in [(cls.name, cls), *((f, stmt.target) for f, stmt in _field_statements(cls))]:
+            why = _unusable_in_c(name, node is cls)
+            if why:
+                diags.append(Diagnostic("BT0431", f"{'record' if node is cls else 'field'} `{name}` {why}",
+                                        Span.of(node, display_file, lines), label="named here",
+                                        help="the C header declares each record as a struct of its fields: "
+                                             "rename it"))
         if ok and not fields:
             refuse(cls, f"record `{cls.name}` has no fields", help="declare its fields: `x: f32`")
             ok = False
         if ok:
             records[cls.name] = record_of(cls.name, fields)
     return records, diags
+
+
+def _field_statements(cls: ast.ClassDef) -> list[tuple[str, ast.AnnAssign]]:
+    return [(stmt.target.id, stmt) for stmt in cls.body
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)]
+
+
+def _unusable_in_c(name: str, is_record: bool) -> str | None:
+    """Why the C header cannot name a record (``<package>_<name>``) or a field ``name``; None if it can."""
+    if not name.isascii():
+        return "has a name that is not an ASCII identifier"
+    if is_record and name in PACKAGE_FUNCTIONS:
+        return f"would be the C struct `<package>_{name}`, the name of a function of the package's library"
+    return None
 
 
 def reports_declarations(module_ast: ast.Module, namespace: dict[str, str], kernel: ast.FunctionDef) -> bool:

@@ -41,6 +41,14 @@
  * "data" is DLTensor.data + DLTensor.byte_offset. A NULL DLTensor.strides
  * means compact row-major, as in DLPack.
  *
+ * Arrays of records (T a @simt.record class; <package>/kernels.h declares its
+ * C struct, <package>_<Record>): DLPack has no struct type, so the DLTensor
+ * holds the records' bytes: dtype uint8 or int8, one dimension more than
+ * the parameter (2 for a slice, r + 1 for Tensor[T, r]), the last extent
+ * the struct's size and its stride 1, every other stride (in bytes) a
+ * multiple of that size. The kernel gets the data, extents and strides
+ * counted in records, as for any T.
+ *
  * A kernel whose manifest contract has "coarsen": K > 1 (the compiler
  * coarsens kernels whose body sees nothing of its block but index_1d()) runs
  * K logical blocks per launched block: cfg->grid[0] counts logical blocks,
@@ -65,9 +73,10 @@
  *  2. every tensor argument (BT_ERR_MISMATCHED_TYPES): not NULL; on a CUDA
  *     device (kDLCUDA or kDLCUDAManaged); dtype code, bits and lanes (1)
  *     equal to the parameter's; ndim 1 for slices, r for Tensor[T, r];
- *     no negative extent, and an element count int64 holds; a slice
- *     contiguous (stride 1, or length <= 1); data + byte_offset a 64-bit
- *     address, aligned to the element size and not NULL unless empty; a
+ *     no negative extent, and an element count int64 holds; an array of
+ *     records as its bytes (above); a slice contiguous (stride 1, or
+ *     length <= 1); data + byte_offset a 64-bit address, aligned to the
+ *     element size (a record's: its largest field's) and not NULL unless empty; a
  *     DisjointTensor's strides map no two elements to one address; the
  *     bytes the tensor spans counted in int64 and within the 64-bit address
  *     space; all tensor arguments on the same device. (The element's
@@ -183,6 +192,18 @@
 #define BUILDTILE_API __attribute__((visibility("default")))
 #else
 #define BUILDTILE_API
+#endif
+
+/* A check at compile time, in C11, C++11 and (a negative array size names it) C99: the
+ * generated headers check with it that a record's struct is laid out as the kernels read it. */
+#ifndef BUILDTILE_STATIC_ASSERT
+#if defined(__cplusplus)
+#define BUILDTILE_STATIC_ASSERT(cond, tag, message) static_assert(cond, message)
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define BUILDTILE_STATIC_ASSERT(cond, tag, message) _Static_assert(cond, message)
+#else
+#define BUILDTILE_STATIC_ASSERT(cond, tag, message) typedef char tag[(cond) ? 1 : -1]
+#endif
 #endif
 
 #ifdef __cplusplus

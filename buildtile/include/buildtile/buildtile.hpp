@@ -125,6 +125,14 @@ BUILDTILE_DTYPE(__nv_bfloat16, kDLBfloat, 16);
 #endif
 #undef BUILDTILE_DTYPE
 
+/// Whether T is a record: a C struct of a package's kernels.h (its kernels.hpp says so for
+/// each), which crosses the ABI as its bytes. DeviceSpan<T> and DeviceTensor<T, R> of a
+/// record describe their memory as a uint8 DLTensor with one more axis, of sizeof(T) bytes.
+template <class T>
+struct is_record : std::false_type {};
+template <class T>
+struct is_record<const T> : is_record<T> {};
+
 /// Three extents (x, y, z): a grid in blocks, or a block in threads.
 struct Dim3 {
     std::uint32_t x = 1, y = 1, z = 1;
@@ -169,6 +177,20 @@ struct Launch {
 };
 
 namespace detail {
+/// The DLPack dtype a view of T's elements has: a record's bytes are uint8.
+template <class T>
+constexpr DLDataType element_dtype()
+{
+    if constexpr (is_record<T>::value)
+        return DLDataType{static_cast<std::uint8_t>(kDLUInt), 8, 1};
+    else
+        return dtype_of<T>::value;
+}
+
+/// The extra, last axis a view's DLTensor has: a record's bytes (none for other types).
+template <class T>
+constexpr int byte_axes = is_record<T>::value ? 1 : 0;
+
 template <class T>
 DLTensor make_tensor(T* data, int device, std::int32_t ndim, const std::int64_t* shape,
                      const std::int64_t* strides)
@@ -177,7 +199,7 @@ DLTensor make_tensor(T* data, int device, std::int32_t ndim, const std::int64_t*
     t.data = const_cast<void*>(static_cast<const void*>(data));
     t.device = DLDevice{kDLCUDA, device};
     t.ndim = ndim;
-    t.dtype = dtype_of<T>::value;
+    t.dtype = element_dtype<T>();
     // DLPack's fields are not const; the launchers only read them
     t.shape = const_cast<std::int64_t*>(shape);
     t.strides = const_cast<std::int64_t*>(strides);
@@ -188,11 +210,15 @@ DLTensor make_tensor(T* data, int device, std::int32_t ndim, const std::int64_t*
 
 /// A non-owning view of `size` contiguous elements of device memory (e.g.
 /// from cudaMalloc) on CUDA device `device`. DeviceSpan<const T> is what a
-/// kernel only reads; a DeviceSpan<T> converts to it.
+/// kernel only reads; a DeviceSpan<T> converts to it. A span of records
+/// (is_record<T>) is a pointer and a count of structs.
 template <class T>
 class DeviceSpan {
 public:
-    DeviceSpan(T* data, std::int64_t size, int device = 0) : data_(data), size_(size), device_(device) {}
+    DeviceSpan(T* data, std::int64_t size, int device = 0)
+        : data_(data), extents_{size, static_cast<std::int64_t>(sizeof(T))}, device_(device)
+    {
+    }
 
     template <class U, class = std::enable_if_t<std::is_same_v<const U, T>>>
     DeviceSpan(const DeviceSpan<U>& other) : DeviceSpan(other.data(), other.size(), other.device())
@@ -200,15 +226,16 @@ public:
     }
 
     T* data() const { return data_; }
-    std::int64_t size() const { return size_; }
+    std::int64_t size() const { return extents_[0]; }
     int device() const { return device_; }
 
-    /// The view as a DLTensor; it points into this object, so keep the view alive while it is used.
-    DLTensor dl() const { return detail::make_tensor(data_, device_, 1, &size_, nullptr); }
+    /// The view as a DLTensor (of records: their bytes, shape (size, sizeof(T))); it points
+    /// into this object, so keep the view alive while it is used.
+    DLTensor dl() const { return detail::make_tensor(data_, device_, 1 + detail::byte_axes<T>, extents_, nullptr); }
 
 private:
     T* data_;
-    std::int64_t size_;
+    std::int64_t extents_[2]; // the count, then (for records) the bytes of one
     int device_;
 };
 
@@ -222,12 +249,20 @@ public:
     using Extents = std::array<std::int64_t, Rank>;
 
     DeviceTensor(T* data, const Extents& shape, int device = 0)
-        : data_(data), shape_(shape), strides_(compact(shape)), device_(device)
+        : DeviceTensor(data, shape, compact(shape), device)
     {
     }
     DeviceTensor(T* data, const Extents& shape, const Extents& strides, int device = 0)
         : data_(data), shape_(shape), strides_(strides), device_(device)
     {
+        // what dl() describes: the extents and strides, then for records the axis of their bytes
+        constexpr std::int64_t unit = detail::byte_axes<T> ? static_cast<std::int64_t>(sizeof(T)) : 1;
+        for (int d = 0; d < Rank; ++d) {
+            dl_shape_[d] = shape_[d];
+            dl_strides_[d] = strides_[d] * unit;
+        }
+        dl_shape_[Rank] = unit;
+        dl_strides_[Rank] = 1;
     }
 
     template <class U, class = std::enable_if_t<std::is_same_v<const U, T>>>
@@ -241,8 +276,12 @@ public:
     const Extents& strides() const { return strides_; }
     int device() const { return device_; }
 
-    /// The view as a DLTensor; it points into this object, so keep the view alive while it is used.
-    DLTensor dl() const { return detail::make_tensor(data_, device_, Rank, shape_.data(), strides_.data()); }
+    /// The view as a DLTensor (of records: their bytes, one more axis of sizeof(T), strides in
+    /// bytes); it points into this object, so keep the view alive while it is used.
+    DLTensor dl() const
+    {
+        return detail::make_tensor(data_, device_, Rank + detail::byte_axes<T>, dl_shape_.data(), dl_strides_.data());
+    }
 
 private:
     static Extents compact(const Extents& shape)
@@ -260,6 +299,7 @@ private:
     Extents shape_;
     Extents strides_;
     int device_;
+    std::array<std::int64_t, Rank + 1> dl_shape_{}, dl_strides_{};
 };
 
 // --------------------------------------------------------------------------

@@ -225,6 +225,58 @@ static int bt_byte_range(bt_arg* a, int ndim, int64_t elem, uintptr_t base)
     return 1;
 }
 
+/* "records of `Particle` are passed as their bytes: a uint8 or int8 array of shape (n, 32)" (the
+ * Python host's words, runtime/record_arrays.py) for a parameter of `ndim` axes of records. */
+static const char* bt_record_bytes(const bt_record* r, int ndim, char* buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "records of `%s` are passed as their bytes: a uint8 or int8 "
+                                   "array of shape (", r->name);
+    for (int d = 0; d < ndim && used < size; ++d) {
+        if (ndim == 1)
+            used += (size_t)snprintf(buf + used, size - used, "n, ");
+        else
+            used += (size_t)snprintf(buf + used, size - used, "n%d, ", d);
+    }
+    if (used < size)
+        snprintf(buf + used, size - used, "%u)", r->size);
+    return buf;
+}
+
+/* The axes of a record array's bytes (`t`, of ndim + 1 dimensions, its extents checked): the last
+ * one a whole, contiguous record, the others whole records apart; a->strides (the DLTensor's, in
+ * bytes) become strides in records. */
+static int bt_check_record_axes(const bt_kernel* k, const bt_param_spec* p, const DLTensor* t, bt_arg* a, int ndim)
+{
+    char why[256];
+    const bt_record* r = p->record;
+    const int64_t size = (int64_t)r->size;
+    if (t->shape[ndim] != size) {
+        snprintf(why, sizeof why, "its last axis has %lld bytes, but a `%s` record has %lld",
+                 (long long)t->shape[ndim], r->name, (long long)size);
+        return bt_mismatch(k, p, t, why, NULL);
+    }
+    if (t->strides == NULL)
+        return BT_OK; /* compact: the strides in records are already in a->strides */
+    if (t->strides[ndim] != 1 && size > 1) {
+        snprintf(why, sizeof why, "the bytes of a record are not contiguous: its last axis has stride %lld",
+                 (long long)t->strides[ndim]);
+        return bt_mismatch(k, p, t, why, NULL);
+    }
+    for (int d = 0; d < ndim; ++d) {
+        if (a->shape[d] > 1 && a->strides[d] % size != 0) {
+            char strides[160];
+            bt_format_extents(strides, sizeof strides, t->strides, ndim + 1);
+            snprintf(why, sizeof why, "its strides %s (in bytes) are not whole `%s` records of %lld bytes",
+                     strides, r->name, (long long)size);
+            return bt_mismatch(k, p, t, why, NULL);
+        }
+    }
+    /* an axis of extent 0 or 1 is never stepped along: any stride will do */
+    for (int d = 0; d < ndim; ++d)
+        a->strides[d] = a->strides[d] % size == 0 ? a->strides[d] / size : 0;
+    return BT_OK;
+}
+
 static int bt_check_buffer(const bt_kernel* k, const bt_param_spec* p, const DLTensor* t, bt_arg* a)
 {
     char why[256];
@@ -233,19 +285,27 @@ static int bt_check_buffer(const bt_kernel* k, const bt_param_spec* p, const DLT
     const int device_type = (int)t->device.device_type;
     if (device_type != kDLCUDA && device_type != kDLCUDAManaged)
         return bt_mismatch(k, p, t, "the kernel reads GPU memory", "copy the data to the GPU first");
+    const bt_record* r = p->record;
     const int ndim = p->kind == BT_KIND_SLICE ? 1 : p->rank;
-    if (t->dtype.code != p->code || t->dtype.bits != p->bits || t->dtype.lanes != 1 || t->ndim != ndim)
+    const int dims = ndim + (r != NULL); /* the bytes of an array of records have one axis more */
+    if (r != NULL) {
+        if ((t->dtype.code != kDLUInt && t->dtype.code != kDLInt) || t->dtype.bits != 8 || t->dtype.lanes != 1 ||
+            t->ndim != dims)
+            return bt_mismatch(k, p, t, bt_record_bytes(r, ndim, why, sizeof why), NULL);
+    } else if (t->dtype.code != p->code || t->dtype.bits != p->bits || t->dtype.lanes != 1 || t->ndim != ndim) {
         return bt_mismatch(k, p, t, NULL, NULL);
-    if (ndim > 0 && t->shape == NULL)
+    }
+    if (dims > 0 && t->shape == NULL)
         return bt_mismatch(k, p, t, "its shape is NULL", NULL);
 
     int64_t count = 1;
-    for (int d = 0; d < ndim; ++d) {
-        a->shape[d] = t->shape[d];
-        if (a->shape[d] < 0)
+    for (int d = 0; d < dims; ++d) {
+        if (t->shape[d] < 0)
             return bt_mismatch(k, p, t, "a negative extent", NULL);
-        if (__builtin_mul_overflow(count, a->shape[d], &count))
+        if (__builtin_mul_overflow(count, t->shape[d], &count))
             return bt_mismatch(k, p, t, "more elements than int64 counts", NULL);
+        if (d < ndim)
+            a->shape[d] = t->shape[d];
     }
     if (t->strides != NULL) {
         for (int d = 0; d < ndim; ++d)
@@ -257,8 +317,14 @@ static int bt_check_buffer(const bt_kernel* k, const bt_param_spec* p, const DLT
             step *= a->shape[d] > 1 ? a->shape[d] : 1;
         }
     }
+    if (r != NULL) {
+        const int status = bt_check_record_axes(k, p, t, a, ndim);
+        if (status != BT_OK)
+            return status;
+    }
     if (p->kind == BT_KIND_SLICE && a->shape[0] > 1 && a->strides[0] != 1) {
-        snprintf(why, sizeof why, "not contiguous: stride %lld elements", (long long)a->strides[0]);
+        snprintf(why, sizeof why, "not contiguous: stride %lld %s", (long long)a->strides[0],
+                 r != NULL ? "records" : "elements");
         return bt_mismatch(k, p, t, why, "pass a contiguous copy");
     }
     if (p->kind == BT_KIND_TILE && !bt_is_contiguous(a, ndim)) {
@@ -269,14 +335,15 @@ static int bt_check_buffer(const bt_kernel* k, const bt_param_spec* p, const DLT
         return bt_mismatch(k, p, t, why, "pass a contiguous copy");
     }
 
-    const int64_t elem = p->bits / 8;
+    const int64_t elem = r != NULL ? (int64_t)r->size : p->bits / 8;
+    const int64_t align = r != NULL ? (int64_t)r->align : elem; /* a record's: its largest field's */
     uintptr_t base;
     if (__builtin_add_overflow((uintptr_t)t->data, (uintptr_t)t->byte_offset, &base))
         return bt_mismatch(k, p, t, "its data pointer plus byte_offset is not a 64-bit address", NULL);
     if (count > 0 && t->data == NULL)
         return bt_mismatch(k, p, t, "its data pointer is null", NULL);
-    if (base % (uintptr_t)elem != 0) {
-        snprintf(why, sizeof why, "its first element at %p is not aligned to %lld bytes", (void*)base, (long long)elem);
+    if (base % (uintptr_t)align != 0) {
+        snprintf(why, sizeof why, "its first element at %p is not aligned to %lld bytes", (void*)base, (long long)align);
         return bt_mismatch(k, p, t, why, NULL);
     }
     if (p->kind == BT_KIND_TENSOR && p->role != BT_ROLE_IN && count > 0 && bt_overlaps_itself(a, ndim))

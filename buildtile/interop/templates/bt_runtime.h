@@ -65,14 +65,23 @@ typedef struct bt_module {
     bt_loaded* loaded;         /* one entry per context; grows, never shrinks */
 } bt_module;
 
+/* A record element type (a C struct of kernels.h): an array of records is passed as its
+ * bytes, a uint8 or int8 DLTensor of rank + 1 dimensions whose last extent is `size`. */
+typedef struct bt_record {
+    const char* name;          /* "Particle", as the kernels' module declares it */
+    uint32_t size;             /* bytes of one record, padding included */
+    uint32_t align;            /* the alignment of its largest field */
+} bt_record;
+
 /* One buffer (slice or tensor) parameter, as declared. */
 typedef struct bt_param_spec {
     const char* name;
     int kind;                  /* BT_KIND_SLICE, BT_KIND_TENSOR or BT_KIND_TILE */
     int rank;
     int role;                  /* BT_ROLE_* */
-    uint8_t code, bits;        /* DLPack dtype */
+    uint8_t code, bits;        /* DLPack dtype (of a record array: uint8, its bytes) */
     const char* type_name;     /* "DisjointSlice[f32]", for messages */
+    const bt_record* record;   /* the element type of an array of records; NULL for scalars */
 } bt_param_spec;
 
 /* One kernel and its launch contract. */
@@ -90,7 +99,7 @@ typedef struct bt_kernel {
     int cooperative;           /* 1: every block resident at once (cuLaunchCooperativeKernel) */
 } bt_kernel;
 
-/* A checked buffer argument. */
+/* A checked buffer argument (of an array of records: counted in records, its bytes' axis dropped). */
 typedef struct bt_arg {
     void* data;                /* DLTensor.data + byte_offset */
     int64_t shape[BT_MAX_RANK];

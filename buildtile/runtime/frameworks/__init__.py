@@ -17,7 +17,9 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from buildtile.errors import BuildtileError
+from buildtile.errors import BuildtileError, TypeMismatchError
+from buildtile.interop.manifest import ParamRecord
+from buildtile.runtime.dtypes import DISPLAY_NAMES
 
 #: what the build writes next to the manifest of a package that opted in to a framework
 FRAMEWORKS_FILE = "frameworks.json"
@@ -70,3 +72,20 @@ def kernel_defined(handle) -> None:
     from buildtile.runtime.frameworks.torch_ops import register_kernel
 
     register_kernel(handle)
+
+
+def array_mismatch(kernel: str, p: ParamRecord, dtype: str, shape: tuple, what: str) -> TypeMismatchError | None:
+    """The refusal of a framework's ``what`` ("tensor", "array") of ``dtype`` (as torch and JAX
+    name dtypes: ``float32``) and ``shape`` for parameter ``p``; None when it fits. An array of
+    records is the records' bytes: uint8 or int8, its last extent the record's size."""
+    rank = 1 if p.is_slice else p.rank
+    if p.record is not None:
+        fits = dtype in ("uint8", "int8") and len(shape) == rank + 1 and shape[-1] == p.record.size
+        want = f"a {rank + 1}-d uint8 {what} of the records' bytes, its last extent {p.record.size}"
+    else:
+        fits = dtype == DISPLAY_NAMES[p.dtype] and len(shape) == rank
+        want = f"a {rank}-d {DISPLAY_NAMES[p.dtype]} {what}"
+    if fits:
+        return None
+    return TypeMismatchError(f"mismatched types: kernel `{kernel}` parameter `{p.name}` expects {p.type_text} "
+                             f"({want}), got a {len(shape)}-d {dtype} {what} of shape {shape}")

@@ -38,17 +38,10 @@ from pathlib import Path
 from buildtile.errors import BuildtileError, TypeMismatchError
 from buildtile.interop import layout
 from buildtile.interop.manifest import KernelRecord
-from buildtile.runtime.frameworks import read_frameworks
+from buildtile.runtime.frameworks import array_mismatch, read_frameworks
 
 #: the handlers' source, under the package's ``_buildtile`` folder
 FFI_SOURCE = "jax/ffi.cc"
-
-#: kernel dtype name -> the name JAX gives that dtype
-JAX_DTYPES = {
-    "bool": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
-    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
-}
 
 #: scalar dtype -> the NumPy type its FFI attribute is given as (XLA attributes have no f16/bf16)
 ATTRIBUTE_TYPES = {
@@ -183,12 +176,9 @@ def ffi_kernel(handle) -> Callable:
         if len(args) != len(record.params):
             raise TypeMismatchError(f"kernel `{record.name}` takes {len(record.params)} arguments, got {len(args)}")
         for p in arrays:
-            value = args[p.index]
-            rank = 1 if p.is_slice else p.rank
-            if str(value.dtype) != JAX_DTYPES[p.dtype] or value.ndim != rank:
-                raise TypeMismatchError(
-                    f"mismatched types: kernel `{record.name}` parameter `{p.name}` expects {p.type_text} "
-                    f"(a {rank}-d {JAX_DTYPES[p.dtype]} array), got a {value.ndim}-d {value.dtype} array")
+            error = array_mismatch(record.name, p, str(args[p.index].dtype), tuple(args[p.index].shape), "array")
+            if error is not None:
+                raise error
         extents = (grid,) if isinstance(grid, int) else tuple(grid)
         attributes = {p.name: getattr(np, ATTRIBUTE_TYPES[p.dtype])(args[p.index]) for p in scalars}
         results = [jax.ShapeDtypeStruct(args[p.index].shape, args[p.index].dtype) for p in written]
@@ -198,3 +188,4 @@ def ffi_kernel(handle) -> Callable:
 
     call.__name__ = record.name
     return call
+

@@ -37,16 +37,10 @@ from dataclasses import dataclass
 
 import torch
 
-from buildtile.errors import BuildtileError, TypeMismatchError
+from buildtile.errors import BuildtileError
 from buildtile.interop.manifest import KernelRecord, ParamRecord
+from buildtile.runtime.frameworks import array_mismatch
 from buildtile.runtime.package import package_runtime
-
-#: kernel dtype name -> torch dtype
-TORCH_DTYPES = {
-    "bool": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
-    "u8": torch.uint8, "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64,
-    "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
-}
 
 #: the backends whose tensors reach the launch path (CPU ones run where buildtile emulates a device)
 DEVICE_KEYS = ("CUDA", "CPU")
@@ -183,14 +177,10 @@ def _fake_impl(spec: OpSpec) -> Callable:
 
 
 def check_tensor(kernel: str, p: ParamRecord, value) -> None:
-    """Refuse a tensor whose dtype or rank is not parameter ``p``'s (the fake implementation's check)."""
-    want = TORCH_DTYPES[p.dtype]
-    rank = 1 if p.is_slice else p.rank
-    if value.dtype != want or value.dim() != rank:
-        raise TypeMismatchError(
-            f"mismatched types: kernel `{kernel}` parameter `{p.name}` expects {p.type_text} "
-            f"(a {rank}-d {want} tensor), got a {value.dim()}-d {value.dtype} tensor"
-        )
+    """Refuse a tensor whose dtype or shape does not fit parameter ``p`` (the fake implementation's check)."""
+    error = array_mismatch(kernel, p, str(value.dtype).removeprefix("torch."), tuple(value.shape), "tensor")
+    if error is not None:
+        raise error
 
 
 # ----------------------------------------------------------------------------- registration
