@@ -169,6 +169,15 @@ def test_the_tma_entry_is_wgmma_fed_by_tma_through_mbarriers(hopper_ptx):
     assert tma.count("cvta.param.u64") == 2 and "local" not in tma
 
 
+def test_the_tma_entry_keeps_the_registers_its_accumulators_need(hopper_ptx):
+    """It says how many blocks it wants, so no register budget is fitted to it (ptxas refuses
+    a wgmma under a budget smaller than its accumulators)."""
+    from buildtile.toolchain.registers import entry_blocks
+    plain, tma = hopper_ptx.values()
+    assert ".minnctapersm 1" in tma
+    assert entry_blocks(tma) == {} and ".maxnreg" not in tma
+
+
 def test_the_tma_entry_links_to_an_sm_90a_cubin(hopper_ptx):
     for ptx in hopper_ptx.values():
         assert ptx_to_cubin(ptx, HOPPER_TARGET)[:4] == b"\x7fELF"

@@ -122,3 +122,20 @@ def test_nvjitlink_honours_the_budget():
     except Exception as exc:        # no nvJitLink on this machine
         pytest.skip(f"nvJitLink unavailable: {exc}")
     assert parse_usage(log)["heavy"].registers <= 64
+
+
+def test_a_budget_ptxas_refuses_is_one_that_does_not_fit():
+    """ptxas stops with C7602 when one instruction needs more registers than the budget (a wgmma's
+    accumulators): the next budget is tried, and the build goes on."""
+    from buildtile.errors import ToolchainError
+    link, calls = _fake_link({})
+
+    def refusing(ptx):
+        if ".maxnreg 64" in ptx:
+            calls.append(64)
+            raise ToolchainError("ptxas fatal   : (C7602) Insufficient registers (64) to compile instruction")
+        return link(ptx)
+    ptx, cubin = fit_registers(HEAVY, refusing)
+    assert calls == [None, 64, 80]
+    assert cubin == b"cubin at 80" and ".maxnreg 80" in ptx
+

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from buildtile.errors import ToolchainError
+
 #: the registers and threads of an sm_80+ multiprocessor, and its shared memory (bytes)
 REGISTERS_PER_SM = 65536
 THREADS_PER_SM = 2048
@@ -136,8 +138,14 @@ def fit_registers(ptx: str, link: Callable[[str], tuple[bytes, str]]) -> tuple[s
     while pending:
         trial = {name: tries[0] for name, tries in pending.items()}
         trial_ptx = with_budgets(ptx, {**chosen, **trial})
-        trial_cubin, trial_log = link(trial_ptx)
-        last = (trial_ptx, trial_cubin)
+        try:
+            trial_cubin, trial_log = link(trial_ptx)
+        except ToolchainError:
+            # ptxas refuses a budget below what one instruction needs (a wgmma's accumulators, say):
+            # that budget does not fit; the next, larger, may
+            trial_cubin, trial_log = None, ""
+        else:
+            last = (trial_ptx, trial_cubin)
         trial_usage = parse_usage(trial_log)
         for name, budget in trial.items():
             usage_now = trial_usage.get(name)

@@ -120,7 +120,8 @@ def make_plan(kernel: ir.KernelIR, target: str | None = None) -> Plan:
     var_layouts = assign_layouts(kernel, threads, smem, reduced, access_bytes(kernel), accumulator)
     uses_mma = any(isinstance(e, ir.Mma) for e in ir.walk_exprs(kernel.body))
     rank = next(iter(len(s) for s in kernel.tile_shapes.values()), 0)
-    min_blocks = _mma_min_blocks(kernel, threads) if uses_mma and hopper is None else None
+    # a wgmma kernel takes the registers its accumulators need (one block an SM); no budget below that
+    min_blocks = 1 if hopper is not None else _mma_min_blocks(kernel, threads) if uses_mma else None
     return Plan(threads, var_layouts, pipelines, grouped_grid=uses_mma and rank == 2, min_blocks=min_blocks,
                 reduced=reduced, access=access_bytes(kernel), hopper=hopper)
 
