@@ -48,7 +48,8 @@ def built_for_the_emulator(sources: dict[str, Path], prefix: str, root: Path) ->
             del sys.modules[name]
 
 
-EXAMPLES = {m: ROOT / "example_project" / "example_kernels" / f"{m}.py" for m in ("ops", "patterns", "memory", "tiles")}
+EXAMPLES = {m: ROOT / "example_project" / "example_kernels" / f"{m}.py"
+            for m in ("ops", "patterns", "memory", "tiles", "attention")}
 
 #: the largest case (elements) the emulator runs: the default suite's time budget
 CPU_MAX_ELEMENTS = 5_000
