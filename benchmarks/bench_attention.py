@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
+from example_modules import example_module
 from timing import graphed, host_us, time_checked_ms, time_ms
 
 BATCH = 4
@@ -70,35 +69,7 @@ def launch_us(torch, tile, module, heads: int) -> float:
 
 def load_attention_module():
     """example_kernels.attention as installed, or compiled here for this GPU."""
-    from buildtile.errors import BuildtileError
-
-    try:
-        from example_kernels import attention
-        attention.attention.signature      # compiled into the installed package
-        return attention
-    except (ImportError, AttributeError, BuildtileError):
-        pass
-    import importlib
-    import shutil
-    import tempfile
-
-    import torch
-
-    from buildtile.compiler import compile_project
-    from buildtile.config import load_project
-
-    root = Path(tempfile.mkdtemp(prefix="bench_attention_"))
-    (root / "btbenchattention").mkdir()
-    (root / "btbenchattention" / "__init__.py").write_text("")
-    shutil.copy(Path(__file__).parents[1] / "example_project/example_kernels/attention.py",
-                root / "btbenchattention" / "ops.py")
-    major, minor = torch.cuda.get_device_capability(0)
-    (root / "pyproject.toml").write_text(
-        '[project]\nname = "btbenchattention"\nversion = "0.1.0"\n\n[tool.buildtile]\n'
-        f'kernels = ["btbenchattention.ops"]\ntargets = ["sm_{major}{minor}"]\nptx = false\n')
-    compile_project(load_project(root, env={}), root, log=lambda line: None)
-    sys.path.insert(0, str(root))
-    return importlib.import_module("btbenchattention.ops")
+    return example_module("attention", "attention")
 
 
 @dataclass

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import llvmlite.ir as lir
 
+from buildtile.backends.common.entry import ArrayArg
 from buildtile.backends.common.llvm import (
     F32T,
     GLOBAL_PTR,
@@ -382,7 +383,7 @@ def _emit_pipeline(em, pipe, fast: dict) -> None:
 
 
 def stage_resident(em, operand) -> None:
-    """Copy a resident operand (``mma_operands.ResidentOperand``) into its shared memory, where
+    """Copy a resident operand (``mma_operands.SmemOperand``) into its shared memory, where
     it is assigned, for every mma that reads it from there."""
     b = em.b
     offset = em.resident_base + operand.offset
@@ -405,21 +406,11 @@ def copy_operand(em, load: ir.Load, rows: int, cols: int, dst: lir.Value, fast: 
     _copy_tile(em, view, origin[-2:], rows, cols, dst, fast)
 
 
-@dataclass
-class _Plane:
-    """A 2-D view of an array: its last two axes at fixed coordinates along the others."""
-
-    data: lir.Value
-    shape: list[lir.Value]
-    strides: list[lir.Value]
-    elem: Scalar
-
-
-def _plane(em, arr, lead: list[lir.Value]) -> _Plane:
-    """The plane of ``arr`` at coordinates ``lead`` of its leading axes; a plane outside the array
-    has no rows (so every element of a copy from it reads zero)."""
+def _plane(em, arr: ArrayArg, lead: list[lir.Value]) -> ArrayArg:
+    """The 2-D view of ``arr`` at coordinates ``lead`` of its leading axes (its last two axes); a
+    plane outside the array has no rows (so every element of a copy from it reads zero)."""
     if not lead:
-        return _Plane(arr.data, list(arr.shape), list(arr.strides), arr.elem)
+        return arr
     b = em.b
     inside, offset = None, I64(0)
     for c, extent, stride in zip(lead, arr.shape, arr.strides):
@@ -428,7 +419,7 @@ def _plane(em, arr, lead: list[lir.Value]) -> _Plane:
         offset = b.add(offset, b.mul(c, stride))
     data = b.gep(arr.data, [b.select(inside, offset, I64(0))], source_etype=I16)
     rows = b.select(inside, arr.shape[-2], I64(0))
-    return _Plane(data, [rows, arr.shape[-1]], list(arr.strides[-2:]), arr.elem)
+    return ArrayArg(data, [rows, arr.shape[-1]], list(arr.strides[-2:]), arr.elem)
 
 
 def _commit(em) -> None:
@@ -464,7 +455,7 @@ def _masked_copy(em, dtype: Scalar, rows: int, cols: int) -> lir.Function:
     if key not in em.helpers:
         with em.device_function(f"copy_masked_{dtype}_{rows}x{cols}", [GLOBAL_PTR] + [I64] * 6 + [I32]) as fn:
             data, shape0, shape1, stride0, stride1, origin0, origin1, dst = fn.args
-            view = _Plane(data, [shape0, shape1], [stride0, stride1], dtype)
+            view = ArrayArg(data, [shape0, shape1], [stride0, stride1], dtype)
             per_row = cols // 8
             _copy_chunks(em, view, [origin0, origin1], per_row, rows * per_row, em.plan.threads, dst, cols,
                          async_copy=False)

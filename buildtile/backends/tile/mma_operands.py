@@ -84,10 +84,12 @@ def assignment_counts(body: list[ir.Stmt]) -> dict[str, int]:
 
 
 @dataclass
-class ResidentOperand:
-    name: str
+class SmemOperand:
+    """A local whose load goes to shared memory: a pipeline stage's or a resident operand's."""
+
+    name: str                # the local bound to the load
     load: ir.Load
-    offset: int              # byte offset in the resident area
+    offset: int              # byte offset in its stage, or in the resident area
 
     @property
     def rows(self) -> int:
@@ -102,7 +104,7 @@ class ResidentOperand:
         return _align(self.rows * self.cols * 2, OPERAND_ALIGN)
 
 
-def find_resident(kernel: ir.KernelIR, budget: int) -> dict[str, ResidentOperand]:
+def find_resident(kernel: ir.KernelIR, budget: int) -> dict[str, SmemOperand]:
     """Locals loaded once outside every loop and read only as mma operands, some of them inside
     a loop: each gets its own shared memory, up to ``budget`` bytes in all (in program order)."""
     assigns = assignment_counts(kernel.body)
@@ -117,7 +119,7 @@ def find_resident(kernel: ir.KernelIR, budget: int) -> dict[str, ResidentOperand
         load = operand_load(stmt.value)
         if load is None or operand_uses[stmt.name] != len(uses[stmt.name]):
             continue
-        operand = ResidentOperand(stmt.name, load, offset)
+        operand = SmemOperand(stmt.name, load, offset)
         if offset + operand.nbytes > budget:
             break
         found[stmt.name] = operand

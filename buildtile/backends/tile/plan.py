@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from buildtile.backends.tile import ir
 from buildtile.backends.tile.layout import Layout, access_vector, canonical, log2, mma_accumulator
 from buildtile.backends.tile.mma_operands import (
-    OPERAND_ALIGN, ResidentOperand, assignment_counts, find_resident, is_chained, mma_operand_uses, operand_load,
-    operand_local, tile_rows_cols, var_uses,
+    OPERAND_ALIGN, SmemOperand, assignment_counts, find_resident, is_chained, mma_operand_uses, operand_load,
+    operand_local, var_uses,
 )
 from buildtile.backends.tile.types import BOOL, TileT, elem_bytes
 
@@ -60,19 +60,8 @@ RESIDENT_BYTES = 64 * 1024
 CHAINED_WARP_ROWS = 16
 
 
-@dataclass
-class PipelinedOperand:
-    name: str                  # the local the loop body binds the load to
-    load: ir.Load
-    offset: int                # byte offset in a stage
-
-    @property
-    def rows(self) -> int:
-        return tile_rows_cols(self.load)[0]
-
-    @property
-    def cols(self) -> int:
-        return tile_rows_cols(self.load)[1]
+#: a load of a pipelined loop's body, copied into each stage at ``offset``
+PipelinedOperand = SmemOperand
 
 
 @dataclass
@@ -96,7 +85,7 @@ class Plan:
     min_blocks: int | None = None   # blocks per SM to fit registers for (PTX .minnctapersm)
     reduced: dict[tuple[int, ...], frozenset[int]] = field(default_factory=dict)  # tile shape -> axes reduced
     access: dict[tuple[int, ...], int] = field(default_factory=dict)   # tile shape -> narrowest element in memory
-    resident: dict[str, ResidentOperand] = field(default_factory=dict)  # mma operands loaded once, kept in smem
+    resident: dict[str, SmemOperand] = field(default_factory=dict)  # mma operands loaded once, kept in smem
     mma_rows_only: bool = False     # every warp takes whole rows of each mma (a chained kernel)
 
     @property
@@ -333,8 +322,9 @@ def find_pipelines(kernel: ir.KernelIR) -> dict[int, Pipeline]:
             if not as_operand or as_operand != len(uses[stmt.name]) \
                     or any(not _inside(u, later) for u in uses[stmt.name]):
                 continue
-            operands.append(PipelinedOperand(stmt.name, load, offset))
-            offset += _align(load.ty.size * 2, OPERAND_ALIGN)
+            operand = PipelinedOperand(stmt.name, load, offset)
+            operands.append(operand)
+            offset += operand.nbytes
         if operands:
             stages = min(MAX_STAGES, PIPELINE_BYTES // offset)
             if stages >= 2:
@@ -348,10 +338,6 @@ def find_pipelines(kernel: ir.KernelIR) -> dict[int, Pipeline]:
 
 def _inside(expr: ir.Expr, stmts: list[ir.Stmt]) -> bool:
     return any(e is expr for e in ir.walk_exprs(stmts))
-
-
-def _align(n: int, to: int) -> int:
-    return (n + to - 1) // to * to
 
 
 # ------------------------------------------------------------------ layouts
