@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
+from example_modules import example_module
 from timing import time_checked_ms, time_ms
 
 OPS = ("softmax", "layernorm", "rmsnorm", "cross_entropy")
@@ -86,35 +85,8 @@ def sweep(gib: float = 1.0) -> list[Point]:
 
 
 def load_rows_module():
-    """example_kernels.rows as installed, or compiled here for this GPU."""
-    from buildtile.errors import BuildtileError
-
-    try:
-        from example_kernels import rows
-        rows.softmax_f32.signature      # compiled into the installed package (not by default: see its pyproject)
-        return rows
-    except (ImportError, BuildtileError):
-        pass
-    import importlib
-    import shutil
-    import tempfile
-
-    import torch
-
-    from buildtile.compiler import compile_project
-    from buildtile.config import load_project
-
-    root = Path(tempfile.mkdtemp(prefix="bench_rows_"))
-    (root / "btbenchrows").mkdir()
-    (root / "btbenchrows" / "__init__.py").write_text("")
-    shutil.copy(Path(__file__).parents[1] / "example_project/example_kernels/rows.py", root / "btbenchrows" / "ops.py")
-    major, minor = torch.cuda.get_device_capability(0)
-    (root / "pyproject.toml").write_text(
-        '[project]\nname = "btbenchrows"\nversion = "0.1.0"\n\n[tool.buildtile]\n'
-        f'kernels = ["btbenchrows.ops"]\ntargets = ["sm_{major}{minor}"]\nptx = false\n')
-    compile_project(load_project(root, env={}), root, log=lambda line: None)
-    sys.path.insert(0, str(root))
-    return importlib.import_module("btbenchrows.ops")
+    """example_kernels.rows as installed (not by default: see its pyproject), or compiled here for this GPU."""
+    return example_module("rows", "softmax_f32")
 
 
 @dataclass

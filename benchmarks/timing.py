@@ -31,3 +31,34 @@ def time_checked_ms(torch, fn, out, check, **timing) -> float:
     torch.cuda.synchronize()
     check()
     return ms
+
+
+def graphed(torch, fn, calls: int):
+    """A callable replaying ``calls`` back-to-back calls of ``fn`` captured in one CUDA graph (after
+    one warm-up call outside it): the device time of a kernel whose host launch path is slower
+    than the kernel, as a loop of launches captured in a graph sees it."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(calls):
+                fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    return graph.replay
+
+
+def host_us(torch, fn, calls: int = 200) -> float:
+    """Microseconds of host time per call of ``fn`` (launch work; the device runs behind)."""
+    import time
+
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6

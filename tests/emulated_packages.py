@@ -49,7 +49,7 @@ def built_for_the_emulator(sources: dict[str, Path], prefix: str, root: Path) ->
 
 
 EXAMPLES = {m: ROOT / "example_project" / "example_kernels" / f"{m}.py"
-            for m in ("ops", "patterns", "memory", "particles", "tiles")}
+            for m in ("ops", "patterns", "memory", "particles", "tiles", "attention")}
 
 #: the largest case (elements) the emulator runs: the default suite's time budget
 CPU_MAX_ELEMENTS = 5_000

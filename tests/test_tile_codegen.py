@@ -236,3 +236,44 @@ def test_every_target_gets_the_same_llvm_ir():
     for target in ("sm_80", "sm_90"):
         assert IMPL.to_ptx(kernel, target, OPTIONS, specialization=spec) == llvm_to_ptx(llvm_ir, target, OPTIONS.opt_level)
     assert IMPL.llvm_ir(kernel, OPTIONS) == IMPL.llvm_ir(again, OPTIONS, IMPL.specializations(again)[0])
+
+
+# ---------------------------------------------------------------- fused attention (example_kernels.attention)
+
+ATTENTION = analyzed(ROOT / "example_project" / "example_kernels" / "attention.py",
+                     "example_kernels.attention")["attention"]
+
+
+def attention_spec(rows: int, d: int):
+    (spec,) = [s for s in IMPL.specializations(ATTENTION)
+               if tuple(s.tile_shapes["out"]) == (1, 1, rows, d) and not s.symbol.endswith("_f16")]
+    return spec
+
+
+def entry_body(ptx: str) -> str:
+    """The kernel entry's PTX, without the device functions defined after it."""
+    start = ptx.index(".visible .entry")
+    end = ptx.find("\n.func", start)
+    return ptx[start:end if end >= 0 else None]
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_attention_keeps_its_step_in_registers_and_its_operands_in_shared_memory(d):
+    spec = attention_spec(128, d)
+    plan = spec.plan
+    (pipe,) = plan.pipelines.values()
+    assert pipe.names == {"kt", "vt"} and set(plan.resident) == {"qt"} and plan.mma_rows_only
+    # the stages of keys and values, then the query block; nothing else (no layout moves through memory)
+    assert spec.shared_bytes == pipe.stages * pipe.stage_bytes + 128 * d * 2
+    body = entry_body(IMPL.to_ptx(ATTENTION, "sm_90", OPTIONS, specialization=spec))
+    # operands arrive by cp.async, p goes to the tensor cores from registers: the kernel stores nothing
+    assert "st.shared" not in body and "cp.async.cg.shared.global" in body
+    # in each of the loop's two versions, 8 warps of 16 rows: scores 8 x (d / 16) mma, output (d / 8) x 4
+    assert len(re.findall(r"mma\.sync", body)) == 2 * (8 * d // 16 + d // 8 * 4)
+    # q and k^T without .trans (k is read transposed for free), v with it
+    assert len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.shared", body)) == 2 * (d // 16 + 4 * d // 16)
+    assert len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.trans", body)) == 2 * 4 * (d // 16)
+    # barriers: around the query block's copy, the pipeline's in each version (a step, its end), the tile loop
+    assert len(re.findall(r"bar\.sync", body)) == 2 + 2 * 2 + 1
+    # exp2(s * scale - max): one fused multiply-add an element of the 16 x 64 score block a warp
+    assert len(re.findall(r"fma\.rn\.f32", body)) >= 2 * 32

@@ -212,6 +212,24 @@ def test_math_and_scalar_branches(beta):
     np.testing.assert_allclose(z, want, rtol=1e-5, atol=1e-6)
 
 
+def test_mma_reads_both_operands_transposed_from_its_pipeline():
+    a = rng(23).standard_normal((75, 70)).astype(np.float16)      # K x M
+    b = rng(24).standard_normal((40, 75)).astype(np.float16)      # N x K
+    c = np.full((70, 40), np.nan, np.float32)
+    emulated("cases", "matmul_transposed_operands")(a, b, c)
+    np.testing.assert_allclose(c, a.T.astype(np.float64) @ b.T, rtol=1e-3, atol=1e-3)
+
+
+def test_chained_mma_feeds_its_result_from_registers():
+    a = rng(25).standard_normal((70, 32)).astype(np.float16)
+    b = rng(26).standard_normal((32, 75)).astype(np.float16)
+    d = rng(27).standard_normal((75, 40)).astype(np.float16)
+    c = np.full((70, 40), np.nan, np.float32)
+    emulated("cases", "chained_mma")(a, b, d, c)
+    h = np.maximum(a.astype(np.float64) @ b, 0).astype(np.float16).astype(np.float64)
+    np.testing.assert_allclose(c, h @ d, rtol=1e-3, atol=1e-2)
+
+
 def test_mma_of_computed_operands():
     a = rng(21).standard_normal((70, 75)).astype(np.float32)
     b = bf16_bits(rng(22).standard_normal((75, 40)))

@@ -10,6 +10,7 @@ import pytest
 from buildtile.backends.tile.layout import (
     Layout,
     canonical,
+    mma_a_layout,
     mma_accumulator,
     mma_reg,
     mma_shape,
@@ -61,6 +62,53 @@ def test_mma_accumulator_layout_is_the_m16n8k16_fragment_layout(m, n, threads):
             row = wr * s.warp_m + fm * 16 + g + 8 * (c >> 1)
             col = wc * s.warp_n + fn * 8 + 2 * tig + (c & 1)
             assert coords[(t, mma_reg(s, fm, fn, c))] == (row, col)
+
+
+@pytest.mark.parametrize("m,k,threads", [(128, 64, 256), (64, 32, 128), (128, 128, 256), (32, 16, 64)])
+def test_rows_only_accumulators_are_the_a_fragments_of_the_next_mma(m, k, threads):
+    s = mma_shape(m, k, threads, rows_only=True)
+    assert (s.warps_m, s.warps_n) == (threads // 32, 1)
+    layout = mma_a_layout(s, k)
+    # a result computed elementwise from an accumulator of whole rows is already in A's layout
+    assert layout == mma_accumulator(m, k, threads, rows_only=True)
+    coords = elements(layout)
+    for t in range(threads):
+        lane, warp = t % 32, t // 32
+        g, tig = lane >> 2, lane & 3
+        for fm, ks, w, half in itertools.product(range(s.frags_m), range(k // 16), range(4), range(2)):
+            # PTX ISA, m16n8k16 A: a0a1 at (g, 2t..), a2a3 (g + 8, 2t..), a4a5 (g, 2t + 8..), a6a7 (g + 8, 2t + 8..)
+            r = layout.reg_index((fm * 16 + 8 * (w & 1), ks * 16 + 8 * (w >> 1))) + half
+            row, col = warp * s.warp_m + fm * 16 + g + 8 * (w & 1), ks * 16 + 2 * tig + half + 8 * (w >> 1)
+            assert coords[(t, r)] == (row, col)
+
+
+def test_rows_only_needs_sixteen_rows_a_warp():
+    assert mma_shape(128, 128, 256).warps_n == 2 and mma_shape(128, 128, 256, rows_only=True).warps_n == 1
+    # 8 warps of 8 rows would not fill a fragment: the usual split
+    assert mma_shape(64, 64, 256, rows_only=True) == mma_shape(64, 64, 256)
+
+
+def test_a_operand_of_a_split_mma_is_copied_over_the_warps_along_n():
+    s = mma_shape(64, 64, 128)                  # 2 x 2 warps
+    layout = mma_a_layout(s, 32)
+    assert layout.replicated_mask == 1 << 5     # the warp bit along N: both hold the same rows
+    assert sorted(set(elements(layout).values())) == sorted(itertools.product(range(64), range(32)))
+
+
+@pytest.mark.parametrize("row_bytes", [32, 64, 128, 256, 512])
+def test_fragment_addresses_are_one_base_xor_and_plus_constants(row_bytes):
+    # what mma._Fragments emits: a lane's address in a warp's first 16 x 16 block, XOR the chunk
+    # offset of another block, plus its row offset, for a tile at a multiple of its row length
+    chunks = row_bytes // 16
+    for warp_chunks in (w for w in (2, 4, 8, 16, 32) if w <= chunks):     # a warp's part: 16 columns or more
+        warps = range(chunks // warp_chunks)
+        for tile_offset, warp_row, warp in itertools.product((0, 4 * row_bytes), (0, 16, 48), warps):
+            for lane_row, half_row, half_chunk in itertools.product(range(8), range(2), range(2)):
+                row, chunk = warp_row + lane_row + 8 * half_row, warp * warp_chunks + half_chunk
+                base = tile_offset + swizzle_offset(row_bytes, row, chunk)
+                for chunk_step, row_step in itertools.product(range(0, warp_chunks, 2), (0, 16, 32)):
+                    got = (base ^ (chunk_step * 16)) + row_step * row_bytes
+                    assert got == tile_offset + swizzle_offset(row_bytes, row + row_step, chunk + chunk_step)
 
 
 def test_reduction_layout_broadcasts_back_without_moving_data():

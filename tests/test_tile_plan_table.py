@@ -24,6 +24,7 @@ from buildtile.plugins import backends
 ROOT = Path(__file__).parent.parent
 MODULES = {"tiles": (ROOT / "example_project/example_kernels/tiles.py", "example_kernels.tiles"),
            "rows": (ROOT / "example_project/example_kernels/rows.py", "example_kernels.rows"),
+           "attention": (ROOT / "example_project/example_kernels/attention.py", "example_kernels.attention"),
            "cases": (Path(__file__).parent / "tile_cases.py", "tile_cases")}
 
 #: (module, kernel, tile shape of its output, threads, bytes per access, reduction strategies)
@@ -115,6 +116,14 @@ PLANS = [
     ("cases", "row_max_to_cols", (32, 32), 128, 16, "warp warp warp"),
     ("cases", "smooth", (256,), 32, 16, ""),
     ("cases", "matmul_registers", (64, 32), 64, 8, ""),
+    ("cases", "matmul_transposed_operands", (64, 32), 64, 8, ""),
+    ("cases", "chained_mma", (64, 32), 64, 8, ""),
+    # two chained mma a step: a warp takes 16 whole rows of both, so the row statistics combine in
+    # a warp; the output is stored from the accumulators' registers, two elements an access
+    ("attention", "attention", (1, 1, 128, 64), 256, 4, "warp warp"),
+    ("attention", "attention", (1, 1, 128, 128), 256, 4, "warp warp"),
+    ("attention", "attention", (1, 1, 64, 64), 128, 4, "warp warp"),
+    ("attention", "attention", (1, 1, 64, 128), 128, 4, "warp warp"),
 ]
 
 

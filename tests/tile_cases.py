@@ -91,3 +91,32 @@ def matmul_registers(a: Tensor[f32, 2], b: Tensor[bf16, 2], c: tile.Out[f32, 2])
         ta = tile.load(a, (c.tile_id(0), k), (bm, 32)).astype(bf16)
         acc = tile.mma(ta, tile.load(b, (k, c.tile_id(1)), (32, bn)), acc)
     c.store(acc * 0.5)
+
+
+@tile.kernel(specialize=[{"c": [64, 32]}])
+def matmul_transposed_operands(a: Tensor[f16, 2], b: Tensor[f16, 2], c: tile.Out[f32, 2]):
+    """c = a^T @ b^T, a stored K x M and b N x K: both operands read transposed from the stages
+    of the pipeline (the other form of ldmatrix), never transposed in memory."""
+    bm, bn = c.tile_shape
+    acc = tile.zeros((bm, bn), f32)
+    for k in tile.range(tile.cdiv(a.shape[0], 32)):
+        at = tile.load(a, (k, c.tile_id(0)), (32, bm))
+        bt = tile.load(b, (c.tile_id(1), k), (bn, 32))
+        acc = tile.mma(at.T, bt.T, acc)
+    c.store(acc)
+
+
+@tile.kernel(specialize=[{"c": [64, 32]}])
+def chained_mma(a: Tensor[f16, 2], b: Tensor[f16, 2], d: Tensor[f16, 2], c: tile.Out[f32, 2]):
+    """c = sum over blocks k of relu(a @ b[:, k]) @ d[k, :]: the block of a is loaded once and kept
+    in shared memory for every step, and the first mma's result, rounded, is the second's A
+    operand straight from registers (every warp takes whole rows of both)."""
+    bm, bn = c.tile_shape
+    ta = tile.load(a, (c.tile_id(0), 0), (bm, 32))
+    acc = tile.zeros((bm, bn), f32)
+    for k in tile.range(tile.cdiv(b.shape[1], 32)):
+        tb = tile.load(b, (0, k), (32, 32))
+        td = tile.load(d, (k, c.tile_id(1)), (32, bn))
+        h = tile.maximum(tile.mma(ta, tb, tile.zeros((bm, 32), f32)), 0.0)
+        acc = tile.mma(h.astype(f16), td, acc)
+    c.store(acc)

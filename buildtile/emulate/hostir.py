@@ -211,6 +211,8 @@ def _asm_replacement(text: str, ret: str, args: list[str], site: int) -> tuple[s
         return "emu_ld_b32", args
     if text == "mov.b32 $0, $1;":
         return "emu_mov_b32", args
+    if text == "mov.b64 $0, $1;":
+        return "emu_mov_b64", args
     if text == "cvt.rn.bf16x2.f32 $0, $1, $2;":
         return "emu_cvt_rn_bf16x2_f32", args
     raise EmulationError(f"the emulator has no stand-in for the inline PTX `{text}`", code="BT0805",

@@ -279,6 +279,7 @@ void emu_pst_u8(uint64_t addr, uint16_t v, int pred) { if (pred) { emu_check_glo
 void emu_pst_b64(uint64_t addr, uint64_t v, int pred) { if (pred) { emu_check_global(addr, 8, 1, -1); *(uint64_t *)addr = v; } }
 uint32_t emu_ld_b32(uint64_t addr) { emu_check_global(addr, 4, 0, -1); return *(uint32_t *)addr; }
 uint32_t emu_mov_b32(uint32_t v) { return v; }   /* an opaque copy (keeps LLVM from hoisting) */
+uint64_t emu_mov_b64(uint64_t v) { return v; }
 
 /* cvt.rn.bf16x2.f32: round to nearest even, a NaN to the canonical 0x7FFF; hi in the upper half */
 static uint32_t emu_bf16_bits(float x) {

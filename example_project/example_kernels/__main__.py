@@ -297,13 +297,27 @@ def _run_all(rng, scale: int = 1) -> int:
         expected = a.astype(np.float64) @ b.astype(np.float64)
         return f"{m}x{k} @ {k}x{n}", c.to_numpy(), expected, 2 ** -9 * float(np.abs(expected).max(initial=1.0))
 
+    from example_kernels import attention
+
+    def attention_causal():
+        seq = _ragged(rng, 100, 600, 64, scale=max(1, scale // 4))
+        q, k, v = (rng.standard_normal((1, 2, seq, 64)).astype(np.float16) for _ in range(3))
+        *_, out = tile_run(attention.attention, DeviceArray.from_numpy(q), DeviceArray.from_numpy(k),
+                           DeviceArray.from_numpy(v), 0.125, True,
+                           tile.partition(poisoned((1, 2, seq, 64), np.float16), [1, 1, 64, 64]))
+        s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)) * 0.125
+        s = np.where(np.tril(np.ones((seq, seq), dtype=bool)), s, -np.inf)
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        expected = np.einsum("bhqk,bhkd->bhqd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+        return f"seq={seq} causal", out.to_numpy(), expected, 4e-3
+
     failures = 0
     for name, run in [("vecadd", vecadd), ("saxpy", saxpy), ("matadd", matadd),
                       ("polyval_abs", polyval_abs), ("collatz_steps", collatz_steps),
                       ("block_sum", block_sum), ("transpose_tiled", transpose_tiled), ("histogram", histogram),
                       ("reverse_blocks", reverse_blocks), ("particles.advance", advance),
                       ("particles.to_columns", to_columns), ("tiles.add", tile_add), ("tiles.row_sum", tile_row_sum),
-                      ("tiles.matmul_f16", tile_matmul_f16)]:
+                      ("tiles.matmul_f16", tile_matmul_f16), ("attention", attention_causal)]:
         try:
             size, got, expected, tolerance = run()
         except BuildtileError as exc:

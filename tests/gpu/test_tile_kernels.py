@@ -271,3 +271,22 @@ def test_mma_of_computed_operands(cases):
     *_, c = run(cases.matmul_registers, cuda(a), b, tile.partition(nans((300, 100)), [64, 32]))
     a16 = host(cuda(a, torch.bfloat16)).astype(np.float64)
     np.testing.assert_allclose(host(c), a16 @ host(b).astype(np.float64) * 0.5, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_mma_reads_both_operands_transposed_from_its_pipeline(cases):
+    a = cuda(rand((300, 200), 30), torch.float16)       # K x M
+    b = cuda(rand((100, 300), 31), torch.float16)       # N x K
+    *_, c = run(cases.matmul_transposed_operands, a, b, tile.partition(nans((200, 100)), [64, 32]))
+    want = host(a).astype(np.float64).T @ host(b).astype(np.float64).T
+    np.testing.assert_allclose(host(c), want, rtol=1e-3, atol=1e-2)
+
+
+@pytest.mark.gpu
+def test_chained_mma_feeds_its_result_from_registers(cases):
+    a = cuda(rand((200, 32), 32), torch.float16)
+    b = cuda(rand((32, 300), 33), torch.float16)
+    d = cuda(rand((300, 100), 34), torch.float16)
+    *_, c = run(cases.chained_mma, a, b, d, tile.partition(nans((200, 100)), [64, 32]))
+    h = np.maximum(host(a).astype(np.float64) @ host(b), 0).astype(np.float16).astype(np.float64)
+    np.testing.assert_allclose(host(c), h @ host(d).astype(np.float64), rtol=1e-3, atol=2e-2)

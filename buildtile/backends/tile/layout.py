@@ -237,8 +237,15 @@ class MmaShape:
         return self.warp_n // 8
 
 
-def mma_shape(m: int, n: int, threads: int) -> MmaShape:
-    """Split the warps over M and N, keeping each warp's part at least 16 x 16 and near square."""
+def mma_shape(m: int, n: int, threads: int, rows_only: bool = False) -> MmaShape:
+    """Split the warps over M and N, keeping each warp's part at least 16 x 16 and near square.
+
+    ``rows_only``: every warp takes whole rows (all N columns) where M has 16 rows for each, so
+    that a result computed from this accumulator is, in the same registers, the A operand of a
+    further mma with the same M (see :func:`mma_a_layout`)."""
+    warps = threads // 32
+    if rows_only and m // warps >= 16:
+        return MmaShape(m, n, warps, 1, 1)
     wm = wn = 1
     replicas = 1
     for _ in range(log2(threads // 32)):
@@ -252,17 +259,29 @@ def mma_shape(m: int, n: int, threads: int) -> MmaShape:
     return MmaShape(m, n, wm, wn, replicas)
 
 
-def mma_accumulator(m: int, n: int, threads: int) -> Layout:
+def mma_accumulator(m: int, n: int, threads: int, rows_only: bool = False) -> Layout:
     """The register layout of mma.sync m16n8k16 accumulators (PTX ISA, "Matrix fragments for
     mma.m16n8k16"): lane = 4 * row + col / 2 within each 16 x 8 fragment, two registers per row
     pair, the fragments of a warp's part in registers, the warps' parts across the tile."""
-    s = mma_shape(m, n, threads)
+    s = mma_shape(m, n, threads, rows_only)
     lwm, lwn = log2(s.warp_m), log2(s.warp_n)
     reg = [(1, 0), (0, 3)] + [(1, b) for b in range(3, lwn)] + [(0, b) for b in range(4, lwm)]
     lanes = [(1, 1), (1, 2), (0, 0), (0, 1), (0, 2)]
     warps = ([(1, lwn + k) for k in range(log2(s.warps_n))] + [(0, lwm + k) for k in range(log2(s.warps_m))]
              + [None] * log2(s.replicas))
     return Layout((m, n), tuple(reg), tuple(lanes + warps))
+
+
+def mma_a_layout(s: MmaShape, k: int) -> Layout:
+    """The layout of an M x ``k`` A operand held in registers as the A fragments of the mma that
+    ``s`` spreads over the warps: that of an accumulator of M x ``k`` (the C fragments of two
+    adjacent 16 x 8 blocks are the four registers of one 16 x 16 A fragment), with the rows of
+    each warp's part and every column; warps along N hold copies."""
+    lwm = log2(s.warp_m)
+    reg = [(1, 0), (0, 3)] + [(1, b) for b in range(3, log2(k))] + [(0, b) for b in range(4, lwm)]
+    lanes = [(1, 1), (1, 2), (0, 0), (0, 1), (0, 2)]
+    warps = [None] * log2(s.warps_n) + [(0, lwm + j) for j in range(log2(s.warps_m))] + [None] * log2(s.replicas)
+    return Layout((s.m, k), tuple(reg), tuple(lanes + warps))
 
 
 def mma_reg(s: MmaShape, fm: int, fn: int, c: int) -> int:

@@ -12,12 +12,12 @@ kernels take bands of 8 by default, for L2 reuse). Every order is a
 bijection, so each tile is still computed by exactly one block.
 
 Shared memory is one dynamically sized ``extern .shared`` array: the
-software pipelines' stage buffers first, then the scratch area that layout
-conversions, cross-warp reductions and staged mma operands reuse in turn.
-Its size is the specialization's ``shared_bytes``. A plan with a Hopper K
-loop (sm_90a) puts its ring of stages and their mbarriers first instead, and
-its entry takes the operands' tensor maps after the tile schedule
-(``hopper``).
+software pipelines' stage buffers first, then the resident mma operands,
+then the scratch area that layout conversions, cross-warp reductions and
+staged mma operands reuse in turn. Its size is the specialization's
+``shared_bytes``. A plan with a Hopper K loop (sm_90a) puts its ring of
+stages and their mbarriers first instead, and its entry takes the operands'
+tensor maps after the tile schedule (``hopper``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from buildtile.backends.common.llvm import (
     I32,
     I64,
     SHARED_PTR,
+    asm,
     barrier,
     compare,
     const_of,
@@ -56,6 +57,7 @@ from buildtile.backends.tile.hopper import pipeline as hopper_pipeline
 from buildtile.backends.tile.hopper import tensor_maps as hopper_maps
 from buildtile.backends.tile.hopper import wgmma
 from buildtile.backends.tile.layout import Layout
+from buildtile.backends.tile.mma_operands import OPERAND_ALIGN
 from buildtile.backends.tile.plan import Plan
 from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, value_type
 from buildtile.interop.abi import TILE_SCHEDULE
@@ -99,7 +101,9 @@ class _Emitter:
         self.slots: dict[str, object] = {}          # local -> alloca (scalar) or list of allocas (tile)
         self.overrides: dict[str, lir.Value] = {}   # loop variables evaluated ahead of their iteration
         self.smem_operands: dict[str, mma.SmemTile] = {}
-        self.scratch_base = _align(plan.pipeline_bytes, 128)
+        # operands in shared memory are aligned to a multiple of their rows (see mma_operands)
+        self.resident_base = _align(plan.pipeline_bytes, OPERAND_ALIGN)
+        self.scratch_base = _align(self.resident_base + plan.resident_bytes, OPERAND_ALIGN)
         self.scratch_bytes = 0
         self._thread_parts: dict = {}
         self.helpers: dict = {}                    # cold device functions, by what they do
@@ -127,7 +131,8 @@ class _Emitter:
         self._next_tile(loop)
         if not self.b.block.is_terminated:
             self.b.ret_void()
-        shared = self.scratch_base + self.scratch_bytes if self.scratch_bytes else self.plan.pipeline_bytes
+        shared = self.scratch_base + self.scratch_bytes if self.scratch_bytes else \
+            (self.resident_base + self.plan.resident_bytes if self.plan.resident else self.plan.pipeline_bytes)
         text = str(self.module)
         if maps:
             text = by_value_tensor_maps(text, self.symbol, maps)
@@ -218,6 +223,9 @@ class _Emitter:
             getattr(self, "stmt_" + type(s).__name__)(s)
 
     def stmt_Assign(self, s: ir.Assign) -> None:
+        if s.name in self.plan.resident:
+            mma.stage_resident(self, self.plan.resident[s.name])
+            return
         if s.name in self.plan.smem_operands:
             return     # issued ahead by its loop's pipeline
         if isinstance(s.value.ty, TileT):
@@ -371,6 +379,10 @@ class _Emitter:
         b.position_at_end(done)
         b.ret_void()
         b.position_at_end(body)
+        # an opaque copy of the shared-memory base for each tile: addresses built from it are not
+        # loop invariants of the loop over tiles, which LLVM would hoist and keep live through it
+        self.smem = b.inttoptr(asm(b, I64, "mov.b64 $0, $1;", "=l,l", [b.ptrtoint(self.smem, I64)], side_effect=True),
+                               SHARED_PTR)
         group = schedule.emit_group(b, schedule_word, default) if len(counts) == 2 else None
         ids = schedule.emit_tile_of_block(b, linear, counts, group)
         for param, shape in self.kernel.tile_shapes.items():   # a lower-rank output follows the leading axes

@@ -283,13 +283,20 @@ class TileOperations(TileShapes):
         a, b, acc = (self.tile_arg(args[k], "tile.mma") for k in ("a", "b", "acc"))
         for v, key in ((a, "a"), (b, "b")):
             if v.ty.rank != 2 or v.ty.dtype not in MMA_DTYPES:
-                self.type_mismatch(args[key], f"operand `{key}` of tile.mma", "a 2-D tile of f16 or bf16", v.ty)
+                shape = v.ty.shape
+                help = ""
+                if v.ty.rank > 2 and all(n == 1 for n in shape[:-2]):
+                    help = f"reshape it to its last two axes: `{ast.unparse(args[key])}.reshape({shape[-2:]})`"
+                self.type_mismatch(args[key], f"operand `{key}` of tile.mma", "a 2-D tile of f16 or bf16", v.ty,
+                                   help=help)
         if a.ty.dtype != b.ty.dtype:
             self.type_mismatch(node, "the operands of tile.mma", a.ty.dtype, b.ty.dtype, help="convert one with .astype()")
         (m, k), (k2, n) = a.ty.shape, b.ty.shape
         if k != k2:
+            # b given as N x K (keys by head dim, as attention loads them): its transpose fits
+            help = f"to multiply by the transpose of b, write `{ast.unparse(args['b'])}.T`" if n == k else ""
             self.fail("BT0308", node, f"tile.mma of mismatched K: a is {m} x {k} but b is {k2} x {n}",
-                      label="a's columns must equal b's rows")
+                      label="a's columns must equal b's rows", help=help)
         if acc.ty != TileT(F32, (m, n)):
             self.type_mismatch(args["acc"], "the accumulator of tile.mma", TileT(F32, (m, n)), acc.ty,
                                help="accumulate in f32: start from tile.zeros((M, N), f32)")

@@ -9,6 +9,8 @@ from buildtile.discovery import resolve_dotted
 
 TILE_MODULE = "buildtile.tile"
 TYPES_MODULE = "buildtile.types"
+#: Python's scalar types, and the kernel scalar a parameter annotated with one most likely means
+PYTHON_SCALARS = {"bool": "bool_", "float": "f32", "int": "i64"}
 
 
 def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str]):
@@ -33,6 +35,9 @@ def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str]):
         return ArrayT(elem, rank, is_out=short == "tile.Out", atomic=short == "tile.Atomic"), None
     scalar = scalar_type(annotation, namespace)
     if scalar is None:
+        if isinstance(annotation, ast.Name) and annotation.id in PYTHON_SCALARS and annotation.id not in namespace:
+            return None, (f"`{annotation.id}` is Python's type; a kernel's scalar is "
+                          f"`{PYTHON_SCALARS[annotation.id]}` (from buildtile.types)")
         return None, (f"`{ast.unparse(annotation)}` is not a supported tile kernel parameter type "
                       "(supported: Tensor[T, rank] inputs, tile.Out[T, rank] outputs and scalars)")
     return scalar, None

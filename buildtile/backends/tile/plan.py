@@ -34,7 +34,11 @@ from dataclasses import dataclass, field
 from buildtile.backends.tile import ir
 from buildtile.backends.tile.hopper.select import HOPPER_TARGET, HopperPlan, hopper_plan
 from buildtile.backends.tile.layout import Layout, access_vector, canonical, log2, mma_accumulator
-from buildtile.backends.tile.types import BOOL, MMA_DTYPES, TileT, elem_bytes
+from buildtile.backends.tile.mma_operands import (
+    OPERAND_ALIGN, SmemOperand, assignment_counts, find_resident, is_chained, mma_operand_uses, operand_load,
+    operand_local, var_uses,
+)
+from buildtile.backends.tile.types import BOOL, TileT, elem_bytes
 
 MIN_THREADS, MAX_THREADS = 32, 1024
 #: bytes of the largest tile each thread should move: two 16-byte accesses in flight per tile
@@ -54,21 +58,15 @@ MMA_ACCUMULATORS_SHARED = 64
 #: shared memory the software pipeline of one loop may take (every sm_80+ GPU has more per block)
 PIPELINE_BYTES = 96 * 1024
 MAX_STAGES = 4
+#: shared memory that operands loaded once and reused in loops (resident operands) may take
+RESIDENT_BYTES = 64 * 1024
+#: rows of a chained mma each warp takes (see ``mma_operands``): with fewer, every warp reads the
+#: whole B operand from shared memory for too few rows
+CHAINED_WARP_ROWS = 16
 
 
-@dataclass
-class PipelinedOperand:
-    name: str                  # the local the loop body binds the load to
-    load: ir.Load
-    offset: int                # byte offset in a stage
-
-    @property
-    def rows(self) -> int:
-        return self.load.ty.shape[0]
-
-    @property
-    def cols(self) -> int:
-        return self.load.ty.shape[1]
+#: a load of a pipelined loop's body, copied into each stage at ``offset``
+PipelinedOperand = SmemOperand
 
 
 @dataclass
@@ -93,6 +91,8 @@ class Plan:
     reduced: dict[tuple[int, ...], frozenset[int]] = field(default_factory=dict)  # tile shape -> axes reduced
     access: dict[tuple[int, ...], int] = field(default_factory=dict)   # tile shape -> narrowest element in memory
     hopper: HopperPlan | None = None  # the K loop through TMA and wgmma (sm_90a), instead of a pipeline
+    resident: dict[str, SmemOperand] = field(default_factory=dict)  # mma operands loaded once, kept in smem
+    mma_rows_only: bool = False     # every warp takes whole rows of each mma (a chained kernel)
 
     @property
     def pipeline_bytes(self) -> int:
@@ -100,8 +100,12 @@ class Plan:
         return max([ring] + [p.stages * p.stage_bytes for p in self.pipelines.values()])
 
     @property
+    def resident_bytes(self) -> int:
+        return sum(r.nbytes for r in self.resident.values())
+
+    @property
     def smem_operands(self) -> set[str]:
-        names = {name for p in self.pipelines.values() for name in p.names}
+        names = {name for p in self.pipelines.values() for name in p.names} | set(self.resident)
         return names | (self.hopper.names if self.hopper is not None else set())
 
 
@@ -110,28 +114,36 @@ def make_plan(kernel: ir.KernelIR, target: str | None = None) -> Plan:
     threads = choose_threads(kernel)
     pipelines = find_pipelines(kernel)
     hopper = hopper_plan(kernel, pipelines) if target == HOPPER_TARGET else None
-    accumulator = mma_accumulator
+    resident = find_resident(kernel, RESIDENT_BYTES)
+    uses_mma = any(isinstance(e, ir.Mma) for e in ir.walk_exprs(kernel.body))
+    rows_only = uses_mma and is_chained(kernel)
+
+    def accumulator(m: int, n: int, threads: int) -> Layout:
+        return mma_accumulator(m, n, threads, rows_only)
     if hopper is not None:
-        threads, pipelines = hopper.threads, {}
+        threads, pipelines, resident = hopper.threads, {}, {}
         def accumulator(m: int, n: int, threads: int) -> Layout:   # the kernel's one mma
             return hopper.accumulator_layout()
-    smem = {name for p in pipelines.values() for name in p.names} | (hopper.names if hopper is not None else set())
+    smem = {name for p in pipelines.values() for name in p.names} | set(resident) | \
+        (hopper.names if hopper is not None else set())
     reduced = reduced_axes(kernel)
     var_layouts = assign_layouts(kernel, threads, smem, reduced, access_bytes(kernel), accumulator)
-    uses_mma = any(isinstance(e, ir.Mma) for e in ir.walk_exprs(kernel.body))
     rank = next(iter(len(s) for s in kernel.tile_shapes.values()), 0)
     # a wgmma kernel takes the registers its accumulators need (one block an SM); no budget below that
-    min_blocks = 1 if hopper is not None else _mma_min_blocks(kernel, threads) if uses_mma else None
+    min_blocks = 1 if hopper is not None else _mma_min_blocks(kernel, threads, rows_only) if uses_mma else None
     return Plan(threads, var_layouts, pipelines, grouped_grid=uses_mma and rank == 2, min_blocks=min_blocks,
-                reduced=reduced, access=access_bytes(kernel), hopper=hopper)
+                reduced=reduced, access=access_bytes(kernel), hopper=hopper, resident=resident,
+                mma_rows_only=rows_only)
 
 
-def _mma_min_blocks(kernel: ir.KernelIR, threads: int) -> int:
+def _mma_min_blocks(kernel: ir.KernelIR, threads: int, chained: bool = False) -> int:
     """Blocks per SM to fit registers for. Small warp tiles (up to 64 accumulators a thread) fit
     in 128 registers, so several blocks share an SM and hide each other's latency. Larger warp
     tiles (64 x 64: 128 accumulators) take one block and up to 255 registers: at 128 ptxas would
-    reload each fragment just before its mma, exposing every ldmatrix latency."""
-    acc = max(e.ty.shape[0] * e.ty.shape[1] for e in ir.walk_exprs(kernel.body) if isinstance(e, ir.Mma))
+    reload each fragment just before its mma, exposing every ldmatrix latency. A chained kernel
+    holds the accumulators of all its mmas at once (a score block and the output it updates)."""
+    sizes = {e.ty.shape: e.ty.shape[0] * e.ty.shape[1] for e in ir.walk_exprs(kernel.body) if isinstance(e, ir.Mma)}
+    acc = sum(sizes.values()) if chained else max(sizes.values())
     if acc // threads > MMA_ACCUMULATORS_SHARED:
         return 1
     return max(1, 65536 // (threads * MMA_REGISTERS))
@@ -141,12 +153,17 @@ def _mma_min_blocks(kernel: ir.KernelIR, threads: int) -> int:
 
 
 def choose_threads(kernel: ir.KernelIR) -> int:
-    """The block size of one specialization: mma kernels one warp per 1024 accumulators; any
-    other kernel the candidate (a power of two, 32 to 1024) of least :func:`thread_cost`."""
+    """The block size of one specialization: mma kernels one warp per 1024 accumulators (a
+    chained kernel at least ``CHAINED_WARP_ROWS`` rows a warp); any other kernel the candidate
+    (a power of two, 32 to 1024) of least :func:`thread_cost`."""
     mmas = [e for e in ir.walk_exprs(kernel.body) if isinstance(e, ir.Mma)]
     if mmas:
         m, n = max((e.ty.shape for e in mmas), key=lambda s: s[0] * s[1])
-        return 32 * min(8, max(1, m * n // 1024))
+        warps = min(8, max(1, m * n // 1024))
+        if is_chained(kernel):
+            rows = min(e.ty.shape[0] for e in mmas)
+            warps = max(1, min(warps, rows // CHAINED_WARP_ROWS))
+        return 32 * warps
     fp = tile_footprint(kernel)
     candidates = [MIN_THREADS << k for k in range(log2(MAX_THREADS // MIN_THREADS) + 1)]
     return min(candidates, key=lambda t: thread_cost(fp, t))
@@ -301,11 +318,11 @@ def _recomputable(e: ir.Expr) -> bool:
 
 
 def find_pipelines(kernel: ir.KernelIR) -> dict[int, Pipeline]:
-    uses = _var_uses(kernel.body)
-    assigns = defaultdict(int)
-    for stmt in ir.walk_stmts(kernel.body):
-        if isinstance(stmt, ir.Assign):
-            assigns[stmt.name] += 1
+    """Loops whose mma operands (see ``mma_operands``) are loaded in their body from indices the
+    body does not compute: those loads are copied into a ring of shared-memory stages, issued
+    ahead."""
+    uses = var_uses(kernel.body)
+    assigns = assignment_counts(kernel.body)
     found = {}
     for loop in (s for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.ForRange)):
         if not (isinstance(loop.step, int) and loop.step > 0):
@@ -314,22 +331,20 @@ def find_pipelines(kernel: ir.KernelIR) -> dict[int, Pipeline]:
             s.var for s in ir.walk_stmts(loop.body) if isinstance(s, ir.ForRange)}
         operands, offset = [], 0
         for k, stmt in enumerate(loop.body):
-            if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Load)):
-                continue
-            load = stmt.value
-            if load.ty.dtype not in MMA_DTYPES or load.ty.rank != 2 or load.padding != 0 or assigns[stmt.name] != 1:
+            load = operand_load(stmt.value) if isinstance(stmt, ir.Assign) else None
+            if load is None or assigns[stmt.name] != 1:
                 continue
             index_names = {e.name for e in ir.walk_exprs(load.index) if isinstance(e, ir.Var)}
             if index_names & (changing - {loop.var}):
                 continue   # its index depends on something the body computes: cannot be issued ahead
             later = loop.body[k + 1:]
-            as_operand = [e for e in ir.walk_exprs(later) if isinstance(e, ir.Mma)
-                          for operand in (e.a, e.b) if isinstance(operand, ir.Var) and operand.name == stmt.name]
-            if not as_operand or len(as_operand) != len(uses[stmt.name]) \
+            as_operand = mma_operand_uses(later)[stmt.name]
+            if not as_operand or as_operand != len(uses[stmt.name]) \
                     or any(not _inside(u, later) for u in uses[stmt.name]):
                 continue
-            operands.append(PipelinedOperand(stmt.name, load, offset))
-            offset += _align(load.ty.size * 2, 128)
+            operand = PipelinedOperand(stmt.name, load, offset)
+            operands.append(operand)
+            offset += operand.nbytes
         if operands:
             stages = min(MAX_STAGES, PIPELINE_BYTES // offset)
             if stages >= 2:
@@ -341,20 +356,8 @@ def find_pipelines(kernel: ir.KernelIR) -> dict[int, Pipeline]:
     return found
 
 
-def _var_uses(body) -> dict[str, list[ir.Var]]:
-    uses = defaultdict(list)
-    for e in ir.walk_exprs(body):
-        if isinstance(e, ir.Var):
-            uses[e.name].append(e)
-    return uses
-
-
 def _inside(expr: ir.Expr, stmts: list[ir.Stmt]) -> bool:
     return any(e is expr for e in ir.walk_exprs(stmts))
-
-
-def _align(n: int, to: int) -> int:
-    return (n + to - 1) // to * to
 
 
 # ------------------------------------------------------------------ layouts
@@ -369,7 +372,11 @@ def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str],
     A local's layout: an mma accumulator's; else, if some value assigned to it cannot be
     built in another layout without moving data (a reduction, an update of itself in a
     loop), the natural layout of the last such value; else the one its uses all ask for;
-    else its first value's. Decided on passes where assignments take their natural layouts.
+    else its first value's. Decided on passes where assignments take their natural layouts,
+    except those of *free* locals (every value of theirs built from indices, constants and
+    other free locals, such as a mask), which take the layout their uses asked for: so a mask
+    named once and used where a score tile is is built in the score tile's layout, from
+    indices built there too.
     """
     seeds: dict[str, Layout] = {}
     for stmt in ir.walk_stmts(kernel.body):
@@ -377,15 +384,16 @@ def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str],
             m, n = stmt.value.ty.shape
             seeds.setdefault(stmt.name, accumulator(m, n, threads))
     fixed = dict(seeds)
-    for _ in range(4):
+    free = _free_locals(kernel, set(fixed) | smem)
+    for _ in range(6):
         natural = _Assigner(kernel, threads, seeds, smem, reduced or {}, access or {}, natural=True,
-                            accumulator=accumulator)
+                            accumulator=accumulator, free=free)
         natural.run()
         chosen = dict(fixed)
         for name, defs in natural.defs.items():
             if name in fixed:
                 continue
-            inflexible = [layout for value, layout in defs if not _flexible(value)]
+            inflexible = [layout for value, layout in defs if not _flexible(value, free)]
             wants = natural.demands.get(name, [])
             if inflexible:
                 chosen[name] = inflexible[-1]
@@ -395,18 +403,36 @@ def assign_layouts(kernel: ir.KernelIR, threads: int, smem: set[str],
             break
         seeds = chosen
     final = _Assigner(kernel, threads, seeds, smem, reduced or {}, access or {}, natural=False,
-                      accumulator=accumulator)
+                      accumulator=accumulator, free=free)
     final.run()
     return final.var_layouts
 
 
-def _flexible(e: ir.Expr) -> bool:
-    """Whether ``e`` is built directly in any layout asked of it (no data moves)."""
+def _flexible(e: ir.Expr, free: frozenset[str] = frozenset()) -> bool:
+    """Whether ``e`` is built directly in any layout asked of it (no data moves); a read of a
+    ``free`` local is, as the local takes the layout asked of it."""
     if isinstance(e, (ir.Load, ir.Full, ir.Arange, ir.Splat)):
         return True
-    if isinstance(e, (ir.Var, ir.Reduce, ir.Mma)):
+    if isinstance(e, ir.Var):
+        return e.name in free
+    if isinstance(e, (ir.Reduce, ir.Mma)):
         return False
-    return all(_flexible(c) for c in ir.children(e) if isinstance(c, ir.Expr) and isinstance(c.ty, TileT))
+    return all(_flexible(c, free) for c in ir.children(e) if isinstance(c, ir.Expr) and isinstance(c.ty, TileT))
+
+
+def _free_locals(kernel: ir.KernelIR, fixed: set[str]) -> frozenset[str]:
+    """Tile locals whose every value is :func:`_flexible` (through other such locals): indices
+    and masks, which can be built in whatever layout their uses ask for."""
+    defs: dict[str, list[ir.Expr]] = defaultdict(list)
+    for stmt in ir.walk_stmts(kernel.body):
+        if isinstance(stmt, ir.Assign) and isinstance(stmt.value.ty, TileT) and stmt.name not in fixed:
+            defs[stmt.name].append(stmt.value)
+    free: frozenset[str] = frozenset()
+    while True:
+        grown = frozenset(n for n, values in defs.items() if all(_flexible(v, free) for v in values))
+        if grown == free:
+            return free
+        free = grown
 
 
 _WEAK_OPERANDS = (ir.Splat, ir.Full, ir.Broadcast, ir.Arange)
@@ -420,7 +446,21 @@ def _anchor_rank(e: ir.Expr) -> int:
         return len(_ANCHOR_RANKS)
     if isinstance(e, (ir.Reduce, ir.Mma)):
         return 0
+    if _from_anchor(e):
+        return 0
     return 2 if e.ty.dtype == BOOL else 1
+
+
+def _from_anchor(e: ir.Expr) -> bool:
+    """An elementwise value of a reduction or an mma and constants alone (``tile.max(s, axis=1) *
+    scale``): it is built in their layout, so it anchors as they do."""
+    if isinstance(e, (ir.Reduce, ir.Mma)):
+        return True
+    if isinstance(e, (ir.Var, ir.Load, ir.Broadcast, ir.ExpandDims, ir.Reshape, ir.Permute) + _WEAK_OPERANDS):
+        return False
+    operands = [c for c in ir.children(e) if isinstance(c, ir.Expr) and isinstance(c.ty, TileT)]
+    strong = [c for c in operands if not isinstance(c, _WEAK_OPERANDS)]
+    return bool(strong) and all(_from_anchor(c) for c in strong)
 
 
 class _Assigner:
@@ -432,7 +472,8 @@ class _Assigner:
 
     def __init__(self, kernel: ir.KernelIR, threads: int, seeds: dict[str, Layout], smem: set[str],
                  reduced: dict[tuple[int, ...], frozenset[int]], access: dict[tuple[int, ...], int],
-                 natural: bool, accumulator: Callable[[int, int, int], Layout] = mma_accumulator) -> None:
+                 natural: bool, accumulator: Callable[[int, int, int], Layout] = mma_accumulator,
+                 free: frozenset[str] = frozenset()) -> None:
         self.kernel = kernel
         self.accumulator = accumulator
         self.reduced = reduced
@@ -441,6 +482,7 @@ class _Assigner:
         self.var_layouts = dict(seeds)
         self.smem = smem
         self.natural = natural
+        self.free = free
         self.demands: dict[str, list[Layout]] = defaultdict(list)
         self.defs: dict[str, list[tuple[ir.Expr, Layout]]] = defaultdict(list)
 
@@ -458,13 +500,14 @@ class _Assigner:
             if isinstance(s, ir.Assign) and isinstance(s.value.ty, TileT):
                 if s.name in self.smem:
                     continue
-                produced = self.expr(s.value, None if self.natural else self.var_layouts.get(s.name))
+                asked = None if self.natural and s.name not in self.free else self.var_layouts.get(s.name)
+                produced = self.expr(s.value, asked)
                 self.defs[s.name].append((s.value, produced))
                 self.var_layouts.setdefault(s.name, produced)
             elif isinstance(s, ir.Store) and isinstance(s.value.ty, TileT):
                 # a store takes any layout: the coalesced one is only a hint, for values that are free to take it
                 out = self.kernel.param_types[s.param]
-                hint = self.canonical(s.value.ty, elem_bytes(out.elem)) if _flexible(s.value) else None
+                hint = self.canonical(s.value.ty, elem_bytes(out.elem)) if _flexible(s.value, self.free) else None
                 self.expr(s.value, hint)
             elif isinstance(s, ir.If):
                 self.stmts(s.then)
@@ -507,7 +550,8 @@ class _Assigner:
             layout = self.accumulator(m, n, self.threads)
             self.expr(e.acc, layout)
             for operand in (e.a, e.b):
-                if not (isinstance(operand, ir.Var) and operand.name in self.smem):
+                local = operand_local(operand)
+                if local is None or local[0] not in self.smem:
                     self.expr(operand, None)
             return layout
         # elementwise: BinOp, Compare, UnaryOp, Cast, Math, Where -- operands have the result's shape
@@ -566,6 +610,8 @@ def describe(plan: Plan) -> str:
     for p in plan.pipelines.values():
         lines.append(f"  pipeline over `{p.loop.var}`: {p.stages} stages of {p.stage_bytes} bytes "
                      f"({', '.join(op.name for op in p.operands)})")
+    for r in plan.resident.values():
+        lines.append(f"  resident `{r.name}`: {r.rows} x {r.cols} in shared memory")
     return "\n".join(lines)
 
 
