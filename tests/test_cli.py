@@ -11,7 +11,7 @@ ROOT = Path(__file__).parent.parent
 
 def test_check_clean_project_exits_zero(capsys):
     assert main(["check", str(ROOT / "example_project")]) == 0
-    assert "checked 33 kernels: no errors" in capsys.readouterr().out
+    assert "checked 34 kernels: no errors" in capsys.readouterr().out
 
 
 def test_check_bad_kernel_exits_one_with_rustc_style_diagnostic(capsys, monkeypatch):

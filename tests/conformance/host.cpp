@@ -21,7 +21,7 @@
 //   job ID KERNEL tile T0 [T1 ...]       (Tile: the tile shape of the partitioned output)
 //   array NAME DTYPE DEVICE NDIM EXTENT... FILE   (DEVICE: an ordinal, or @ for --device; FILE: raw
 //                                                  little-endian bytes, row-major, next to the job file)
-//   scalar NAME DTYPE VALUE              (C99 hexadecimal float, or a decimal integer)
+//   scalar NAME DTYPE VALUE              (C99 hexadecimal float, a decimal integer, or 0 or 1 for bool)
 //   end
 //
 // with one array/scalar line per kernel parameter, in order. For each job it writes
@@ -55,6 +55,7 @@
 
 #include "example_kernels/kernels.hpp"
 
+namespace attention = example_kernels::attention;
 namespace cooperative = example_kernels::cooperative;
 namespace memory = example_kernels::memory;
 namespace numbers = example_kernels::numbers;
@@ -334,6 +335,14 @@ std::int32_t i32(const Arg& a)
         value > INT32_MAX)
         throw HostError("argument `" + a.name + "` must be an i32 scalar, the job gives " + a.dtype + " " + a.value);
     return static_cast<std::int32_t>(value);
+}
+
+/// A bool scalar, written 0 or 1.
+bool flag(const Arg& a)
+{
+    if (a.array || a.dtype != "bool" || (a.value != "0" && a.value != "1"))
+        throw HostError("argument `" + a.name + "` must be a bool scalar, the job gives " + a.dtype + " " + a.value);
+    return a.value == "1";
 }
 
 /// An integer scalar of type T, written in decimal; it must fit T.
@@ -645,6 +654,18 @@ void tiles_matmul_bf16(const Job& j, void* stream)
     });
 }
 
+void attention_attention(const Job& j, void* stream)
+{
+    using buildtile::bf16;
+    const Arg &q = j.arg(0, "q"), &k = j.arg(1, "k"), &v = j.arg(2, "v"), &scale = j.arg(3, "scale"),
+              &causal = j.arg(4, "causal"), &o = j.arg(5, "out");
+    auto back = attention::attention(tile_tensor<bf16, 4>(q), tile_tensor<bf16, 4>(k), tile_tensor<bf16, 4>(v),
+                                     f32(scale), flag(causal), partitioned<bf16, 4>(j, o))
+                    .sync_on(stream);
+    given_back(std::get<0>(back), q);
+    given_back(std::get<5>(back), o);
+}
+
 const std::map<std::string, Runner>& runners()
 {
     static const std::map<std::string, Runner> table = {
@@ -681,6 +702,7 @@ const std::map<std::string, Runner>& runners()
         {"tiles.row_sum", tiles_row_sum},
         {"tiles.matmul_f16", tiles_matmul_f16},
         {"tiles.matmul_bf16", tiles_matmul_bf16},
+        {"attention.attention", attention_attention},
     };
     return table;
 }

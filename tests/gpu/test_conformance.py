@@ -96,13 +96,15 @@ class Array:
 @dataclass
 class Scalar:
     name: str
-    dtype: str              # "f32" (travels as a C99 hexadecimal float, exactly) or an integer type
+    dtype: str              # "f32" (travels as a C99 hexadecimal float, exactly), "bool" (0 or 1) or an integer type
     value: float | int
 
     def text(self) -> str:
         return float(np.float32(self.value)).hex() if self.dtype == "f32" else str(int(self.value))
 
     def python(self):
+        if self.dtype == "bool":
+            return bool(self.value)
         return np.float32(self.value) if self.dtype == "f32" else int(self.value)
 
 
@@ -434,8 +436,28 @@ def make_jobs(seed: int = 2024) -> list[Job]:
             jobs.append(Job(f"tiles.{name}.t{tile[0]}x{tile[1]}", f"tiles.{name}",
                             [arr("a", da, dtype), arr("b", db, dtype), arr("c", poison((mm, nn), dtype), dtype)],
                             close("c", want, 2 * eps_out, 2 * eps_out * math.sqrt(kk), decode), tile=tile))
+    # --- Tile: example_kernels.attention, each tile shape in bf16 (the C++ wrapper's dtype), causal or not
+    for (rows, d), (seq_q, seq_k), causal in [((128, 64), (200, 300), True), ((128, 128), (130, 77), False),
+                                              ((64, 64), (70, 150), False), ((64, 128), (100, 100), True)]:
+        q, k, v = (bf16_bits(randn((1, 2, n, d))) for n in (seq_q, seq_k, seq_k))
+        scale = np.float32(1 / math.sqrt(d))
+        jobs.append(Job(f"attention.attention.t{rows}x{d}", "attention.attention",
+                        [arr("q", q, "bf16"), arr("k", k, "bf16"), arr("v", v, "bf16"), Scalar("scale", "f32", scale),
+                         Scalar("causal", "bool", causal), arr("out", poison((1, 2, seq_q, d), "bf16"), "bf16")],
+                        close("out", attention_reference(q, k, v, float(scale), causal), 2e-2, 2e-2, bf16_values),
+                        tile=(1, 1, rows, d)))
     assert len({j.id for j in jobs}) == len(jobs), "job ids must be unique"
     return jobs
+
+
+def attention_reference(q, k, v, scale: float, causal: bool) -> np.ndarray:
+    """softmax(q k^T scale) v per (batch, head), in float64 on the bf16 inputs; causal: key j <= query i."""
+    q, k, v = (bf16_values(t).astype(np.float64) for t in (q, k, v))
+    s = np.einsum("bhqd,bhkd->bhqk", q, k) * scale
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.einsum("bhqk,bhkd->bhqd", p / p.sum(axis=-1, keepdims=True), v)
 
 
 def manifest_entries(manifest: dict) -> set[tuple[str, tuple | None]]:
