@@ -16,12 +16,11 @@ the output is poisoned before and checked after each timing.
 from __future__ import annotations
 
 import argparse
-import importlib
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+from example_modules import compiled_here
 from timing import time_checked_ms
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,18 +32,7 @@ PACKAGE = "bench_gemm_kernels"
 def build(source: Path, root: Path):
     """``source`` built for sm_80 and sm_90a into ``root`` and imported (the sm_80 entry: any other GPU)."""
     sys.path.insert(0, str(ROOT))
-    from buildtile.compiler import compile_project
-    from buildtile.config import load_project
-
-    (root / PACKAGE).mkdir()
-    (root / PACKAGE / "__init__.py").write_text("")
-    shutil.copy(source, root / PACKAGE / "matmuls.py")
-    (root / "pyproject.toml").write_text(
-        f'[project]\nname = "{PACKAGE}"\nversion = "0.1.0"\n\n[tool.buildtile]\n'
-        f'kernels = ["{PACKAGE}.matmuls"]\ntargets = ["sm_80", "sm_90a"]\nptx = false\n')
-    compile_project(load_project(root, env={}), root, log=lambda line: None)
-    sys.path.insert(0, str(root))
-    return importlib.import_module(f"{PACKAGE}.matmuls")
+    return compiled_here(source, root, PACKAGE, "matmuls", ["sm_80", "sm_90a"])
 
 
 def bench(torch, tile, kernel, dtype, m: int, n: int, k: int, tile_shape: list[int], inner: int) -> None:

@@ -1,4 +1,4 @@
-"""An example kernel module for a benchmark: as installed, or compiled here for this GPU."""
+"""Kernel modules for the benchmarks: an example module as installed, or a source compiled here."""
 
 from __future__ import annotations
 
@@ -24,18 +24,23 @@ def example_module(name: str, kernel: str):
         pass
     import torch
 
+    major, minor = torch.cuda.get_device_capability(0)
+    root = Path(tempfile.mkdtemp(prefix=f"bench_{name}_"))
+    return compiled_here(EXAMPLES / f"{name}.py", root, f"btbench{name}", "ops", [f"sm_{major}{minor}"])
+
+
+def compiled_here(source: Path, root: Path, package: str, module: str, targets: list[str]):
+    """``source`` built into ``root`` as ``<package>.<module>`` for ``targets`` (no PTX), and imported."""
     from buildtile.compiler import compile_project
     from buildtile.config import load_project
 
-    package = f"btbench{name}"
-    root = Path(tempfile.mkdtemp(prefix=f"bench_{name}_"))
     (root / package).mkdir()
     (root / package / "__init__.py").write_text("")
-    shutil.copy(EXAMPLES / f"{name}.py", root / package / "ops.py")
-    major, minor = torch.cuda.get_device_capability(0)
+    shutil.copy(source, root / package / f"{module}.py")
+    names = ", ".join(f'"{t}"' for t in targets)
     (root / "pyproject.toml").write_text(
         f'[project]\nname = "{package}"\nversion = "0.1.0"\n\n[tool.buildtile]\n'
-        f'kernels = ["{package}.ops"]\ntargets = ["sm_{major}{minor}"]\nptx = false\n')
+        f'kernels = ["{package}.{module}"]\ntargets = [{names}]\nptx = false\n')
     compile_project(load_project(root, env={}), root, log=lambda line: None)
     sys.path.insert(0, str(root))
-    return importlib.import_module(f"{package}.ops")
+    return importlib.import_module(f"{package}.{module}")
