@@ -701,11 +701,15 @@ _ENTRIES = [
         """),
     _entry("BT0802", "barrier reached by part of a block (emulator)", ("runtime",), """
         Under the CPU emulator some threads of a block met at a barrier (or
-        a warp collective) after others of the block or warp had returned.
+        a warp collective) after others of the block or warp had returned;
+        or threads waited for each other forever (part of a warp at a
+        shuffle, the others at a barrier); or, in a cooperative launch, every
+        block still running waited at a `simt.grid_sync()` that a block which
+        had returned never reached.
 
-        Every thread of a block must reach each `sync_threads()`; on a GPU
-        a barrier that part of the block skips hangs or silently
-        misbehaves.
+        Every thread of a block must reach each `sync_threads()`, and every
+        thread of the grid each `grid_sync()`; on a GPU a barrier that part
+        of the block (or grid) skips hangs or silently misbehaves.
         """, """
         if simt.thread_idx.x >= 32:
             return

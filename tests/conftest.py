@@ -245,6 +245,26 @@ def ops(make_kernel_package, fake_gpu):
     return make_kernel_package(RUNTIME_SOURCE, RUNTIME_KERNELS)
 
 
+# --------------------------------------------------------------------------- packaging fixtures
+
+@pytest.fixture(scope="session")
+def example_wheel(tmp_path_factory):
+    """The example project's wheel, built by this tree's backend without build isolation, once per
+    session: the packaging tests only read it (tests/wheel_support.py)."""
+    from wheel_support import build_example_wheel
+
+    return build_example_wheel(tmp_path_factory.mktemp("example-wheel"))
+
+
+@pytest.fixture(scope="session")
+def example_site(example_wheel, tmp_path_factory):
+    """:func:`example_wheel` installed as pip installs it (with its .dist-info, so its entry points
+    show), without its dependencies (this tree provides them); the tests only read it."""
+    from wheel_support import install
+
+    return install(example_wheel, tmp_path_factory.mktemp("example-site") / "site")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_home_and_kernel_cache(tmp_path_factory):
     """Tests never touch the user's home folder or kernel cache: HOME, XDG_CACHE_HOME and the

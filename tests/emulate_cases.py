@@ -2,7 +2,7 @@
 emulator reports each (tests/test_emulate_checks.py)."""
 
 from buildtile import simt
-from buildtile.types import DisjointSlice, Slice, f32
+from buildtile.types import AtomicSlice, DisjointSlice, Slice, f32
 
 
 @simt.kernel(block=64)
@@ -50,3 +50,38 @@ def well_behaved(x: Slice[f32], out: DisjointSlice[f32]):
         stage[t] = x[i]
         simt.sync_threads()
         out[i] = stage[63 - t]
+
+
+@simt.kernel(block=64, cooperative=True)
+def grid_phases(x: Slice[f32], total: AtomicSlice[f32], out: DisjointSlice[f32]):
+    i = simt.index_1d()
+    t = simt.thread_idx.x
+    with simt.unsafe():
+        stage = simt.shared_array(f32, 64)
+        stage[t] = x[i] if i < len(x) else 0.0
+        if i < len(x):
+            total.atomic_add(0, x[i])
+        simt.grid_sync()           # every block has added its share; each keeps its own shared stage
+        if i < len(out):
+            out[i] = stage[63 - t] + total[0]
+
+
+@simt.kernel(block=64, cooperative=True)
+def grid_sync_after_return(out: DisjointSlice[f32]):
+    i = simt.index_1d()
+    if simt.block_idx.x == 1:
+        return                     # block 1 leaves: the others wait for it forever
+    simt.grid_sync()
+    if i < len(out):
+        out[i] = 1.0
+
+
+@simt.kernel(block=64)
+def waits_for_each_other(x: Slice[f32], out: DisjointSlice[f32]):
+    i = simt.index_1d()
+    v = x[i]
+    with simt.unsafe():
+        if simt.thread_idx.x < 16:
+            v = simt.shfl_down(v, 1)   # a warp collective lanes 16-31 never reach: they wait below
+        simt.sync_threads()
+    out[i] = v

@@ -48,8 +48,16 @@ def built_for_the_emulator(sources: dict[str, Path], prefix: str, root: Path) ->
             del sys.modules[name]
 
 
-EXAMPLES = {m: ROOT / "example_project" / "example_kernels" / f"{m}.py"
-            for m in ("ops", "patterns", "memory", "particles", "tiles", "attention")}
+def _example_modules() -> dict[str, Path]:
+    """Every kernel module the example project lists, by its name within the package."""
+    from buildtile.config import load_project
+    from buildtile.discovery import resolve_modules
+
+    project = load_project(ROOT / "example_project", env={})
+    return {m.name.partition(".")[2]: m.path for m in resolve_modules(project.root, project.settings.kernels)}
+
+
+EXAMPLES = _example_modules()
 
 #: the largest case (elements) the emulator runs: the default suite's time budget
 CPU_MAX_ELEMENTS = 5_000
@@ -82,8 +90,9 @@ _builds: list = []   # the open build contexts (closing one forgets its package)
 
 
 def examples_for_the_emulator() -> dict[str, ModuleType]:
-    """The example project's kernel modules built once per test process for the emulator (one
-    build serves every test module that runs them: building is most of the emulated cases' time)."""
+    """Every kernel module of the example project, built once per test process for the emulator
+    (one build serves every test module that runs them: building is most of the emulated cases'
+    time), by its name within the package."""
     if not _examples:
         import atexit
         import tempfile
@@ -95,3 +104,14 @@ def examples_for_the_emulator() -> dict[str, ModuleType]:
         atexit.register(shutil.rmtree, root, True)
         atexit.register(build.__exit__, None, None, None)   # runs first, while sys.path exists
     return _examples
+
+
+def example_manifest_for_the_emulator() -> tuple[dict, Path]:
+    """(the manifest, its path) of :func:`examples_for_the_emulator`'s build: every kernel and
+    specialisation of the example project, under the build's package name."""
+    import json
+
+    from buildtile.runtime.package import find_manifest
+
+    path = find_manifest(next(iter(examples_for_the_emulator().values())).__name__)
+    return json.loads(path.read_text()), path

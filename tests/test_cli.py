@@ -58,6 +58,20 @@ def test_build_in_place_then_inspect(tmp_path, capsys):
     lines = [line for line in listing.stdout.splitlines() if "tile shapes {'z': [1024]}, dtypes {'T': 'f32'}:" in line]
     assert lines and all("PTX sm_90" in line and "sm_90 cubin" in line for line in lines)
     assert "Traceback" not in listing.stderr
+    # and checks kernels against NumPy, here on the CPU emulator (every kernel: tests/test_example_demo.py)
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}   # this tree's buildtile
+    demo = subprocess.run([sys.executable, "-m", "example_kernels", "--cpu", "--only", "numbers.rotate_phase",
+                           "cooperative.normalized_histogram"], cwd=project, capture_output=True, text=True, env=env,
+                          check=False)   # two modules of one kernel each: little to lower
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    checked = [line.split()[0] for line in demo.stdout.splitlines() if line.endswith(" OK")]
+    assert checked == ["cooperative.normalized_histogram", "numbers.rotate_phase"], demo.stdout
+    assert "running on buildtile CPU emulator" in demo.stdout and not demo.stderr
+    unknown = subprocess.run([sys.executable, "-m", "example_kernels", "--only", "ops.nothing"], cwd=project,
+                             capture_output=True, text=True, env=env, check=False)
+    assert unknown.returncode == 2 and "no kernel ops.nothing" in unknown.stderr
 
 
 def test_doctor_reports_each_tool(capsys):

@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from wheel_support import PACKAGE, build_example_wheel, env, install, pip, run
+from wheel_support import PACKAGE, env, pip, run
 
 CMAKE = shutil.which("cmake")
 pytestmark = pytest.mark.skipif(CMAKE is None or shutil.which("cc") is None, reason="needs cmake and a C compiler")
@@ -29,10 +29,9 @@ FIND_KERNELS = textwrap.dedent(f"""\
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
+def site(example_site) -> Path:
     """The example kernels' wheel installed (with its .dist-info, so its entry points show)."""
-    work = tmp_path_factory.mktemp("prefix")
-    return install(build_example_wheel(work), work / "site")
+    return example_site
 
 
 def configure(source: Path, build: Path, *args: str) -> subprocess.CompletedProcess:

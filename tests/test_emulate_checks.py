@@ -56,6 +56,14 @@ def test_bt0802_a_barrier_after_half_the_block_returned():
     assert line_of("simt.sync_threads()") in str(info.value)
 
 
+def test_bt0802_threads_that_wait_for_each_other_forever_are_reported_not_hung():
+    with pytest.raises(EmulationError) as info:
+        run("waits_for_each_other", *inputs())
+    text = str(info.value)
+    assert info.value.code == "BT0802" and "wait for each other forever" in text
+    assert "`waits_for_each_other`" in text and "thread 0 of block 0" in text
+
+
 def test_bt0803_reading_shared_memory_no_thread_wrote():
     with pytest.raises(EmulationError) as info:
         run("reads_unwritten_shared", *inputs())
@@ -67,6 +75,27 @@ def test_a_kernel_that_keeps_the_rules_runs_and_matches_numpy():
     x, out = inputs()
     run("well_behaved", x, out)
     np.testing.assert_array_equal(out, x.reshape(-1, 64)[:, ::-1].ravel())
+
+
+@pytest.mark.parametrize("n", [1, 200, 256])
+def test_a_cooperative_launch_waits_for_every_block_and_each_keeps_its_shared_memory(n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    total, out = np.zeros(1, np.float32), np.full(256, np.nan, np.float32)
+    SimtKernel(CASES, "grid_phases")(4, 64, x, total, out)
+    staged = np.zeros(256, np.float32)
+    staged[:n] = x
+    # after the grid barrier every block reads the whole grid's sum, and its own stage reversed
+    expected = staged.reshape(4, 64)[:, ::-1].ravel() + total[0]
+    np.testing.assert_allclose(total, [x.astype(np.float64).sum()], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_bt0802_a_grid_barrier_that_one_block_never_reaches():
+    out = np.zeros(256, np.float32)
+    with pytest.raises(EmulationError) as info:
+        SimtKernel(CASES, "grid_sync_after_return")(4, 64, out)
+    assert info.value.code == "BT0802"
+    assert "grid-wide wait no block can end" in str(info.value) and "`grid_sync_after_return`" in str(info.value)
 
 
 MISALIGNED_IR = """

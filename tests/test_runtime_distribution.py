@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from wheel_support import PACKAGE, REPO, build_example_wheel, dist_info_file, env, install, members, pip
+from wheel_support import PACKAGE, REPO, dist_info_file, env, members, pip
 
 import buildtile
 from buildtile.hooks.wheel_metadata import RUNTIME_DISTRIBUTION, runtime_requirement
@@ -48,13 +48,6 @@ def distributions(tmp_path_factory) -> tuple[Path, Path]:
     (runtime,) = (work / "dist").glob("buildtile_runtime-*.whl")
     (compiler,) = (work / "dist").glob("buildtile-*.whl")
     return runtime, compiler
-
-
-@pytest.fixture(scope="module")
-def example_site(tmp_path_factory) -> Path:
-    """The example kernels' wheel installed without its dependencies (this tree provides them)."""
-    work = tmp_path_factory.mktemp("example")
-    return install(build_example_wheel(work), work / "site")
 
 
 def package_files(wheel: Path) -> set[str]:

@@ -2,8 +2,8 @@
 
 The emulator runs the exact LLVM IR the GPU gets, with the PTX-level
 operations (shuffles, ldmatrix, mma.sync, cp.async, barriers, predicated and
-vector accesses) implemented from the PTX ISA in C and one OS thread per GPU
-thread -- so a wrong layout, swizzle, fragment mapping, mask or missing
+vector accesses) implemented from the PTX ISA in C and each GPU thread a
+coroutine of its own -- so a wrong layout, swizzle, fragment mapping, mask or missing
 barrier fails here, without a GPU. The same kernels run on a real GPU in
 tests/gpu/test_tile_kernels.py.
 """

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from wheel_support import PACKAGE, build_example_wheel, dist_info_file, members, run
+from wheel_support import PACKAGE, dist_info_file, members, run
 
 from buildtile.hooks.manylinux import NotSharedLibrary, platform_tag, read_dynamic_needs
 
@@ -23,8 +23,8 @@ needs_cc = pytest.mark.skipif(CC is None, reason="needs a C compiler")
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    return build_example_wheel(tmp_path_factory.mktemp("tags"))
+def wheel(example_wheel) -> Path:
+    return example_wheel
 
 
 def test_the_c_abi_wheel_is_tagged_with_the_manylinux_policy_of_its_shim(wheel):

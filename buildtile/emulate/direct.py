@@ -22,6 +22,7 @@ from buildtile.emulate.hostir import host_ir
 from buildtile.emulate.machine import HostKernel
 from buildtile.emulate.sources import host_params, module_entries
 from buildtile.interop.abi import DTYPES, launch_extras
+from buildtile.runtime.dtypes import bf16_bits, bf16_values  # noqa: F401 (bf16 arrays of the callers)
 
 
 def _dim3(value) -> tuple[int, int, int]:
@@ -80,11 +81,12 @@ class SimtKernel:
 
     def __call__(self, grid, block, *args, shared_mem: int = 0) -> None:
         """Launch ``grid`` blocks of ``block`` threads; arrays are written in place. A coarsened
-        kernel runs on fewer physical blocks, as a host launches it."""
+        kernel runs on fewer physical blocks, as a host launches it; a cooperative one has every
+        block resident at once."""
         grid3, block3 = _dim3(grid), _dim3(block)
         launched_x, extras = launch_extras(self.contract, grid3[0])
         self.host.launch((launched_x, grid3[1], grid3[2]), block3, shared_mem,
-                         flat_values(self.params, args) + extras)
+                         flat_values(self.params, args) + extras, cooperative=bool(self.contract.get("cooperative")))
 
 
 class TileKernel:
@@ -115,12 +117,3 @@ class TileKernel:
         self.host.launch(dims, _dim3(self.spec.block), self.spec.shared_bytes, values)
 
 
-def bf16_bits(a: np.ndarray) -> np.ndarray:
-    """bf16 values (as uint16 bit patterns) nearest to ``a`` (round to nearest even)."""
-    bits = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def bf16_values(bits: np.ndarray) -> np.ndarray:
-    """The float32 values of bf16 bit patterns."""
-    return (bits.astype(np.uint32) << 16).view(np.float32)

@@ -184,9 +184,10 @@ class EmulatedDriver:
         return 1
 
     def launch_cooperative(self, ctx, function: HostKernel, config, stream, packed: bytes, offsets) -> None:
-        # the emulator runs a launch's blocks one after another: a grid-wide barrier would wait forever
-        raise EmulationError(f"kernel `{function.name}` synchronises its whole grid (simt.grid_sync), which the "
-                             "CPU emulator cannot run: it runs blocks one after another", code="BT0805")
+        """Run the launch now with every block resident, so ``simt.grid_sync`` can wait for all."""
+        values = [int.from_bytes(packed[o:o + 8], "little") for o in offsets]
+        values = [_decode(v, t) for v, t in zip(values, function.host.param_types)]
+        function.launch(tuple(config[0:3]), tuple(config[3:6]), config[6], values, cooperative=True)
 
     def native_target(self, ctx, function) -> None:
         return None

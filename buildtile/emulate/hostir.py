@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 from buildtile.errors import BuildtileError
 
-#: what a call of the runtime reaches that only kernels with collectives do (they need one OS
-#: thread per GPU thread; kernels without them run their threads one after another)
+#: what a call of the runtime reaches that only kernels with collectives do (their threads run as
+#: coroutines that wait for each other; kernels without them run their threads one after another)
 COLLECTIVES = ("emu_barrier", "emu_shfl", "emu_vote", "emu_syncwarp", "emu_ldmatrix", "emu_mma",
-               "emu_cp_async")
+               "emu_cp_async", "emu_ld_acquire")
 
 _SCALAR_BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "i128": 16, "half": 2, "bfloat": 2,
                  "float": 4, "double": 8, "ptr": 8}
@@ -64,7 +64,8 @@ class HostIR:
 
     @property
     def threaded(self) -> bool:
-        """Whether the kernel needs one OS thread per GPU thread (it has collectives)."""
+        """Whether the kernel's threads must run as coroutines that wait for each other (it has
+        collectives)."""
         return any(name.startswith(COLLECTIVES) for name in self.runtime_calls)
 
 
@@ -215,6 +216,13 @@ def _asm_replacement(text: str, ret: str, args: list[str], site: int) -> tuple[s
         return "emu_mov_b64", args
     if text == "cvt.rn.bf16x2.f32 $0, $1, $2;":
         return "emu_cvt_rn_bf16x2_f32", args
+    # a cooperative launch's grid barrier: its workspace, the arrival count, the spin on it
+    if text == "mov.b64 $0, {%envreg2, %envreg1};":
+        return "emu_grid_workspace", []
+    if text == "atom.add.release.gpu.u32 $0, [$1], $2;":
+        return "emu_atom_add_release_u32", args
+    if text == "ld.acquire.gpu.u32 $0, [$1];":
+        return "emu_ld_acquire_u32", args
     raise EmulationError(f"the emulator has no stand-in for the inline PTX `{text}`", code="BT0805",
                          help="run this kernel on a GPU, or extend buildtile/emulate/runtime.c")
 
@@ -334,7 +342,7 @@ define {float, float, float, float} @emu_mma_m16n8k16_row_col_f32_f32(<2 x half>
 
 _SHIMMED = {"emu_ldmatrix_sync_aligned_m8n8_x4_b16", "emu_ldmatrix_sync_aligned_m8n8_x4_trans_b16",
             "emu_mma_m16n8k16_row_col_bf16", "emu_mma_m16n8k16_row_col_f32_f32", "emu_ldv4", "emu_ldv2"}
-_DEBUG_LINE = re.compile(r",?\s*!dbg !(\d+)")
+_DEBUG_LINE = re.compile(r",?\s*!bt\.line !(\d+)")
 
 
 def host_ir(llvm_ir: str, symbol: str) -> HostIR:

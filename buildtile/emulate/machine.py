@@ -28,10 +28,11 @@ HERE = Path(__file__).parent
 
 #: the runtime's fault kinds (``enum`` of runtime.c), in order
 FAULTS = ("out_of_bounds", "two_writers", "partial_barrier", "uninit_shared", "misaligned", "unretired",
-          "overflow")
+          "overflow", "grid_stall", "deadlock")
 #: BT code of each fault kind
 FAULT_CODES = {"out_of_bounds": "BT0800", "two_writers": "BT0801", "partial_barrier": "BT0802",
-               "uninit_shared": "BT0803", "misaligned": "BT0804", "unretired": "BT0806", "overflow": "BT0806"}
+               "uninit_shared": "BT0803", "misaligned": "BT0804", "unretired": "BT0806", "overflow": "BT0806",
+               "grid_stall": "BT0802", "deadlock": "BT0802"}
 
 #: llvm type -> struct format of a flat kernel parameter
 _FORMATS = {"ptr": "Q", "i64": "Q", "i32": "I", "i16": "H", "i8": "B", "i1": "B", "float": "f", "double": "d",
@@ -59,8 +60,13 @@ def runtime_library() -> ctypes.CDLL:
                                  code="BT0805", help="install a C compiler, e.g. `apt-get install gcc`")
         cache.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(f".{os.getpid()}.tmp.so")   # several processes may build it at once
-        subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-pthread", "-o", str(tmp), str(HERE / "runtime.c"), "-lm"],
-                       check=True, capture_output=True)
+        built = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(HERE / "runtime.c"), "-lm"],
+                               check=False, capture_output=True, text=True)
+        if built.returncode:
+            said = "\n".join(built.stderr.strip().splitlines()[-8:])
+            raise EmulationError(f"the CPU emulator's runtime did not compile with {compiler}:\n{said}",
+                                 code="BT0805", help="it needs a C compiler and C library with <ucontext.h> "
+                                                     "(glibc and macOS have it; musl does not)")
         tmp.replace(out)
     import llvmlite.binding as llvm
 
@@ -68,7 +74,7 @@ def runtime_library() -> ctypes.CDLL:
     llvm.initialize_native_asmprinter()
     llvm.load_library_permanently(str(out))
     lib = ctypes.CDLL(str(out))
-    lib.emu_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 8
+    lib.emu_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 9
     lib.emu_region_add.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
     lib.emu_shared_add.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
     return lib
@@ -114,8 +120,9 @@ class HostKernel:
         self.formats = [_FORMATS[t] for t in host.param_types]
 
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], dynamic_shared: int,
-               values: list) -> None:
-        """Run every block of the launch over the flat parameter ``values`` (arrays in place)."""
+               values: list, cooperative: bool = False) -> None:
+        """Run every block of the launch over the flat parameter ``values`` (arrays in place);
+        ``cooperative``: every block at once, as ``cuLaunchCooperativeKernel`` (``simt.grid_sync``)."""
         if len(values) != len(self.formats):
             raise EmulationError(f"kernel `{self.name}` takes {len(self.formats)} flat parameters, "
                                  f"got {len(values)}", code="BT0805")
@@ -135,13 +142,14 @@ class HostKernel:
             for _, address, size in shared:
                 lib.emu_shared_add(address, address + size)
             rc = lib.emu_launch(self.entry, ctypes.addressof(argv), *grid, *block, dynamic_shared,
-                                int(self.host.threaded))
+                                int(self.host.threaded), int(cooperative))
             faults = (_Fault * len(FAULTS)).in_dll(lib, "emu_faults")
             raised = [(kind, faults[k].site, faults[k].address, faults[k].size, faults[k].thread, faults[k].block,
                        faults[k].other) for k, kind in enumerate(FAULTS) if faults[k].set]
             lib.emu_regions_clear()
         if rc != 0:
-            raise EmulationError(f"the CPU emulator cannot launch kernel `{self.name}` with block {block} "
+            what = f"a cooperative grid {grid} of " if cooperative else ""
+            raise EmulationError(f"the CPU emulator cannot launch kernel `{self.name}` with {what}block {block} "
                                  f"and {dynamic_shared} bytes of dynamic shared memory", code="BT0805")
         if raised:
             raise self._fault_error(raised[0], regions, shared, block)
@@ -217,6 +225,18 @@ class HostKernel:
             return EmulationError(
                 f"misaligned {access} at {address:#x} (a multiple of {size} is needed) by {who} of kernel "
                 f"`{self.name}`{where}", code=code, help="a vector access needs its own size's alignment")
+        if kind == "deadlock":
+            return EmulationError(
+                f"threads that wait for each other forever: {who} waits at a barrier or warp collective that "
+                f"{other} thread(s) of its block, waiting elsewhere, never reach, in kernel `{self.name}`{where}",
+                code=code, help="every thread of a block (every lane of a warp, for a warp collective) must "
+                                "reach the same barriers in the same order; on a GPU this launch hangs")
+        if kind == "grid_stall":
+            return EmulationError(
+                f"a grid-wide wait no block can end: every block of kernel `{self.name}` that had not returned "
+                f"waited for the others (block {blk} first found it), so on a GPU the launch would hang",
+                code=code, help="every thread of every block must reach each `simt.grid_sync()`: "
+                                "do not return before it")
         return EmulationError(f"kernel `{self.name}` left cp.async copies unretired or kept too many in "
                               f"flight ({kind})", code=code)
 

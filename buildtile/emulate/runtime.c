@@ -6,8 +6,11 @@
  * global accesses -- lands here, implemented from the PTX ISA's definitions
  * (not from the compiler's assumptions). Blocks run one after another. In a
  * kernel with collectives (barriers, shuffles, votes, mma) every thread of a
- * block is an OS thread, so a missing barrier shows up as wrong results;
- * other kernels run their threads one after another on the calling thread.
+ * block is a coroutine of the launching thread, with a stack of its own,
+ * switched where it waits (a barrier, a warp collective), so a missing
+ * barrier shows up as wrong results and threads that wait for each other
+ * forever are found rather than hung; other kernels run their threads one
+ * after another.
  *
  * The checks a GPU cannot make are here too: every global and shared access
  * of the IR first calls emu_check_global / emu_check_shared, which compare it
@@ -17,10 +20,11 @@
  * alignment. The first fault of each kind is kept for the Python side.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
 
 #define MAX_THREADS 1024
 #define MAX_WARPS (MAX_THREADS / 32)
@@ -31,25 +35,45 @@ unsigned char emu_smem[SMEM_BYTES] __attribute__((aligned(128)));
 
 /* ---------------------------------------------------------------- faults */
 enum { EMU_OUT_OF_BOUNDS, EMU_TWO_WRITERS, EMU_PARTIAL_BARRIER, EMU_UNINIT_SHARED, EMU_MISALIGNED,
-       EMU_UNRETIRED, EMU_OVERFLOW, EMU_NFAULTS };
+       EMU_UNRETIRED, EMU_OVERFLOW, EMU_GRID_STALL, EMU_DEADLOCK, EMU_NFAULTS };
 /* the first fault of each kind: set, site, address, size, thread, block, other (writer / region) */
 struct emu_fault { int64_t set, site, address, size, thread, block, other; };
 struct emu_fault emu_faults[EMU_NFAULTS];
-static pthread_mutex_t g_fault_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static __thread int t_tid[3], t_linear;
-static int g_ctaid[3];
+/* ---------------------------------------------------------------- GPU threads */
+/* cp.async copies in flight (see "cp.async" below) */
+#define MAX_PENDING 64
+struct pending_copy { void *dst; unsigned char bytes[16]; int group; };
+struct barrier;
+struct block;
+enum { WAIT_NONE, WAIT_BARRIER, WAIT_SPIN };
+
+/* One GPU thread: where it is in the grid and what the runtime keeps for it. `g_cur` is the one
+ * running. In a kernel with collectives each is a coroutine: its context and stack. */
+struct gthread {
+    int linear, tid[3], ctaid[3];
+    int64_t block_linear;
+    struct block *block;
+    struct pending_copy pending[MAX_PENDING];
+    int npending, open_group;
+    uint64_t spin_addr;           /* its last acquire load (cooperative launches) */
+    uint32_t spin_value;
+    int spun;
+    int waiting;                  /* WAIT_*: why it yielded */
+    struct barrier *wait_on;      /* WAIT_BARRIER: the barrier, and the generation it waits past */
+    int wait_generation;
+    int done;
+    ucontext_t context;
+    void *stack;
+};
+static struct gthread *g_cur;
 static int g_ntid[3], g_nctaid[3], g_nthreads, g_dynamic_smem;
-static int64_t g_block_linear;
 
 static void fault(int kind, int64_t site, uint64_t address, int64_t size, int64_t other) {
     struct emu_fault *f = &emu_faults[kind];
-    if (__atomic_load_n(&f->set, __ATOMIC_ACQUIRE)) return;
-    pthread_mutex_lock(&g_fault_lock);
-    if (!f->set) {
-        *f = (struct emu_fault){1, site, (int64_t)address, size, t_linear, g_block_linear, other};
-    }
-    pthread_mutex_unlock(&g_fault_lock);
+    if (f->set) return;
+    *f = (struct emu_fault){1, site, (int64_t)address, size, g_cur ? g_cur->linear : -1,
+                            g_cur ? g_cur->block_linear : -1, other};
 }
 
 /* ---------------------------------------------------------------- regions */
@@ -90,8 +114,8 @@ static void shared_block_start(void) {
 enum { ACCESS_WRITE = 1, ACCESS_ATOMIC = 2, ACCESS_VECTOR = 4 };
 
 static uint32_t writer_id(void) {
-    return (uint32_t)(emu_track_writers == 2 ? g_block_linear + 1
-                                             : g_block_linear * (int64_t)g_nthreads + t_linear + 1);
+    return (uint32_t)(emu_track_writers == 2 ? g_cur->block_linear + 1
+                                             : g_cur->block_linear * (int64_t)g_nthreads + g_cur->linear + 1);
 }
 
 void emu_check_global(uint64_t addr, int64_t size, int flags, int site) {
@@ -147,62 +171,91 @@ void emu_check_shared(uint64_t addr, int64_t size, int flags, int site) {
     else if (!(flags & ACCESS_ATOMIC)) check_shared_read((void *)(uintptr_t)addr, size, site);
 }
 
+/* ---------------------------------------------------------------- coroutines */
+/* The threads of a block with collectives run as coroutines of the launching thread: one runs
+ * until it waits (a barrier not yet complete, a spin on global memory), then hands back to the
+ * scheduler (`yield`), which resumes the next that can go on. */
+static ucontext_t g_scheduler;
+static uint64_t g_progress;   /* barriers released, threads ended, spins that read a change */
+
+static void yield(void) { swapcontext(&g_cur->context, &g_scheduler); }
+
 /* ---------------------------------------------------------------- barriers */
 /* A barrier that knows which threads have ended: one that completes while some threads of its
  * group have returned was reached by part of the block (undefined on the GPU: a fault here). */
-struct barrier { pthread_mutex_t m; pthread_cond_t c; int expected, arrived, exited, generation, site; };
+struct barrier { int expected, arrived, exited, generation, site; };
 
 static void barrier_init(struct barrier *b, int n) {
-    pthread_mutex_init(&b->m, NULL);
-    pthread_cond_init(&b->c, NULL);
     b->expected = n; b->arrived = 0; b->exited = 0; b->generation = 0; b->site = -1;
 }
-static void barrier_destroy(struct barrier *b) { pthread_mutex_destroy(&b->m); pthread_cond_destroy(&b->c); }
 static void release(struct barrier *b) {
     if (b->exited) fault(EMU_PARTIAL_BARRIER, b->site, 0, 0, b->exited);
     b->arrived = 0;
     b->generation++;
-    pthread_cond_broadcast(&b->c);
+    g_progress++;
 }
 static void barrier_wait(struct barrier *b, int site) {
-    pthread_mutex_lock(&b->m);
     if (site >= 0) b->site = site;   /* where the waiting threads are, for a report */
     if (++b->arrived + b->exited >= b->expected) {
         release(b);
-    } else {
-        int generation = b->generation;
-        while (generation == b->generation) pthread_cond_wait(&b->c, &b->m);
+        return;
     }
-    pthread_mutex_unlock(&b->m);
+    struct gthread *me = g_cur;
+    me->waiting = WAIT_BARRIER;
+    me->wait_on = b;
+    me->wait_generation = b->generation;
+    while (b->generation == me->wait_generation) yield();
+    me->waiting = WAIT_NONE;
+    me->wait_on = NULL;
 }
 static void barrier_leave(struct barrier *b) {
-    pthread_mutex_lock(&b->m);
     b->exited++;
     if (b->arrived && b->arrived + b->exited >= b->expected) release(b);
-    pthread_mutex_unlock(&b->m);
 }
 
-static struct barrier g_block_barrier;
-static struct barrier g_warp_barrier[MAX_WARPS];
+/* ---------------------------------------------------------------- blocks */
+/* What the threads of one block share. A launch runs its blocks one after another; a
+ * cooperative launch (see "cooperative launches") has every block's threads alive at once. */
+struct block {
+    int ctaid[3];
+    int64_t linear;
+    struct barrier bar;                 /* bar.sync */
+    struct barrier warps[MAX_WARPS];    /* the warp collectives */
+    int state;                          /* cooperative: BLOCK_NEW, BLOCK_STARTED or BLOCK_DONE */
+    unsigned char *saved;               /* cooperative: its shared memory while another block runs */
+};
+enum { BLOCK_NEW, BLOCK_STARTED, BLOCK_DONE };
+
+static void block_init(struct block *k, int x, int y, int z) {
+    k->ctaid[0] = x; k->ctaid[1] = y; k->ctaid[2] = z;
+    k->linear = ((int64_t)z * g_nctaid[1] + y) * g_nctaid[0] + x;
+    k->state = BLOCK_NEW;
+    k->saved = NULL;
+    barrier_init(&k->bar, g_nthreads);
+    for (int w = 0; w < (g_nthreads + 31) / 32; w++) {
+        int n = g_nthreads - 32 * w;
+        barrier_init(&k->warps[w], n < 32 ? n : 32);
+    }
+}
 /* per-warp exchange area for warp-collective instructions */
 static uint64_t g_exchange[MAX_WARPS][32][16];
 static int g_threaded;   /* 0: threads run one after another (no collectives in the kernel) */
 
-static int lane(void) { return t_linear & 31; }
-static int warp(void) { return t_linear >> 5; }
+static int lane(void) { return g_cur->linear & 31; }
+static int warp(void) { return g_cur->linear >> 5; }
 static int warp_size(int w) { int n = g_nthreads - 32 * w; return n < 32 ? n : 32; }
-static void warp_sync(void) { if (g_threaded) barrier_wait(&g_warp_barrier[warp()], -1); }
+static void warp_sync(void) { if (g_threaded) barrier_wait(&g_cur->block->warps[warp()], -1); }
 
 /* ---------------------------------------------------------------- special registers */
-int emu_read_ptx_sreg_tid_x(void) { return t_tid[0]; }
-int emu_read_ptx_sreg_tid_y(void) { return t_tid[1]; }
-int emu_read_ptx_sreg_tid_z(void) { return t_tid[2]; }
+int emu_read_ptx_sreg_tid_x(void) { return g_cur->tid[0]; }
+int emu_read_ptx_sreg_tid_y(void) { return g_cur->tid[1]; }
+int emu_read_ptx_sreg_tid_z(void) { return g_cur->tid[2]; }
 int emu_read_ptx_sreg_ntid_x(void) { return g_ntid[0]; }
 int emu_read_ptx_sreg_ntid_y(void) { return g_ntid[1]; }
 int emu_read_ptx_sreg_ntid_z(void) { return g_ntid[2]; }
-int emu_read_ptx_sreg_ctaid_x(void) { return g_ctaid[0]; }
-int emu_read_ptx_sreg_ctaid_y(void) { return g_ctaid[1]; }
-int emu_read_ptx_sreg_ctaid_z(void) { return g_ctaid[2]; }
+int emu_read_ptx_sreg_ctaid_x(void) { return g_cur->ctaid[0]; }
+int emu_read_ptx_sreg_ctaid_y(void) { return g_cur->ctaid[1]; }
+int emu_read_ptx_sreg_ctaid_z(void) { return g_cur->ctaid[2]; }
 int emu_read_ptx_sreg_nctaid_x(void) { return g_nctaid[0]; }
 int emu_read_ptx_sreg_nctaid_y(void) { return g_nctaid[1]; }
 int emu_read_ptx_sreg_nctaid_z(void) { return g_nctaid[2]; }
@@ -211,7 +264,7 @@ int emu_read_ptx_sreg_warpid(void) { return warp(); }
 int emu_dynamic_smem_size(void) { return g_dynamic_smem; }
 
 /* ---------------------------------------------------------------- synchronisation */
-void emu_barrier(int site) { if (g_threaded) barrier_wait(&g_block_barrier, site); }
+void emu_barrier(int site) { if (g_threaded) barrier_wait(&g_cur->block->bar, site); }
 void emu_barrier0(void) { emu_barrier(-1); }
 void emu_syncwarp(int mask) { (void)mask; warp_sync(); }
 
@@ -298,31 +351,28 @@ void emu_ld_vector(uint64_t addr, uint32_t *out, int words) {
 /* cp.async.cg.shared.global [dst], [src], 16, src_size: copies src_size bytes, zero-fills the rest.
  * A copy may land any time before the cp.async.wait_group that retires its group; here it lands
  * as late as allowed, so a read of a stage that was not waited for sees stale bytes. */
-#define MAX_PENDING 64
-struct pending_copy { void *dst; unsigned char bytes[16]; int group; };
-static __thread struct pending_copy t_pending[MAX_PENDING];
-static __thread int t_npending, t_open_group;
-
 static void land(const struct pending_copy *c) { memcpy(c->dst, c->bytes, 16); mark_shared(c->dst, 16); }
 
 void emu_cp_async_cg_shared_global_16_s(void *dst, void *src, int src_size) {
     if ((uintptr_t)dst % 16 || (src_size && (uintptr_t)src % 16))
         fault(EMU_MISALIGNED, -1, (uint64_t)(uintptr_t)((uintptr_t)dst % 16 ? dst : src), 16, 0);
     if (src_size) emu_check_global((uint64_t)(uintptr_t)src, src_size, 0, -1);
-    struct pending_copy c = {dst, {0}, t_open_group};
+    struct gthread *me = g_cur;
+    struct pending_copy c = {dst, {0}, me->open_group};
     memcpy(c.bytes, src, (size_t)src_size);   /* the source is read-only while the kernel runs */
-    if (t_npending == MAX_PENDING) { fault(EMU_OVERFLOW, -1, 0, 0, 0); land(&c); return; }
-    t_pending[t_npending++] = c;
+    if (me->npending == MAX_PENDING) { fault(EMU_OVERFLOW, -1, 0, 0, 0); land(&c); return; }
+    me->pending[me->npending++] = c;
 }
-void emu_cp_async_commit_group(void) { t_open_group++; }
+void emu_cp_async_commit_group(void) { g_cur->open_group++; }
 /* cp.async.wait_group n: at most the n most recent committed groups may still be in flight */
 void emu_cp_async_wait_group(int n) {
+    struct gthread *me = g_cur;
     int keep = 0;
-    for (int i = 0; i < t_npending; i++) {
-        if (t_pending[i].group < t_open_group - n) land(&t_pending[i]);
-        else t_pending[keep++] = t_pending[i];
+    for (int i = 0; i < me->npending; i++) {
+        if (me->pending[i].group < me->open_group - n) land(&me->pending[i]);
+        else me->pending[keep++] = me->pending[i];
     }
-    t_npending = keep;
+    me->npending = keep;
 }
 
 /* ---------------------------------------------------------------- ldmatrix */
@@ -432,72 +482,266 @@ float emu_nv_cospif(float x) { return (float)cos(M_PI * (double)x); }
 double emu_nv_sinpi(double x) { return sin(M_PI * x); }
 float emu_nv_sinpif(float x) { return (float)sin(M_PI * (double)x); }
 
-/* ---------------------------------------------------------------- launching */
-typedef void (*entry_fn)(void **);
-struct thread_start { entry_fn fn; void **args; int linear; };
+/* ---------------------------------------------------------------- cooperative launches */
+/* A cooperative launch may wait for the whole grid (simt.grid_sync: an atomic count in the
+ * launch's workspace, then a spin on it with acquire loads). Every block's threads are alive at
+ * once, but one block at a time holds the emulated SM, so the one copy of shared memory is the
+ * running block's own. When none of its threads can go on and one of them spins (reads a value
+ * unchanged since its last read), the SM passes to the next block in grid order that has not
+ * ended, with its shared memory as it left it (a new block's stale and unwritten). A wait no
+ * block can end -- every block that has not ended spins, round after round, on values nothing
+ * changes (a block returned before the grid barrier) -- is a fault; the spins are then let go
+ * (each reads a changed value), so the launch ends. */
+#define MAX_COOPERATIVE_THREADS (16 * MAX_THREADS)
+static int g_cooperative;
+static int g_handovers;    /* hand-overs since a block last made progress */
+static int g_stalled;      /* a wait no block can end was found */
+static uint32_t g_workspace[4];   /* the launch's grid workspace (%envreg1/2), zero at its start */
 
-static void thread_begin(int linear) {
-    t_linear = linear;
-    t_tid[0] = linear % g_ntid[0];
-    t_tid[1] = (linear / g_ntid[0]) % g_ntid[1];
-    t_tid[2] = linear / (g_ntid[0] * g_ntid[1]);
-    t_npending = t_open_group = 0;
+/* shared memory as a new block finds it: stale bytes, none written by the block */
+static void block_fresh(void) {
+    memset(emu_smem, 0xA5, (size_t)(g_dynamic_smem ? g_dynamic_smem : 64));
+    shared_block_start();
 }
-static void thread_end(void) {
-    if (t_npending) fault(EMU_UNRETIRED, -1, 0, 0, 0);
-    if (g_threaded) {
-        barrier_leave(&g_block_barrier);
-        barrier_leave(&g_warp_barrier[warp()]);
+/* a block's shared memory (every variable, and which of its bytes the block wrote) kept aside */
+static void shared_save(struct block *k) {
+    size_t total = 1;
+    for (int i = 0; i < g_nshared; i++) total += 2 * (size_t)(g_shared_hi[i] - g_shared_lo[i]) + 1;
+    if (!k->saved) k->saved = malloc(total);
+    if (!k->saved) return;
+    unsigned char *p = k->saved;
+    for (int i = 0; i < g_nshared; i++) {
+        size_t n = (size_t)(g_shared_hi[i] - g_shared_lo[i]);
+        memcpy(p, (void *)(uintptr_t)g_shared_lo[i], n);
+        memcpy(p + n, g_shared_init_of[i], n + 1);
+        p += 2 * n + 1;
     }
 }
-static void *thread_main(void *p) {
-    struct thread_start *s = p;
-    thread_begin(s->linear);
-    s->fn(s->args);
+static void shared_restore(const struct block *k) {
+    const unsigned char *p = k->saved;
+    if (!p) return;
+    for (int i = 0; i < g_nshared; i++) {
+        size_t n = (size_t)(g_shared_hi[i] - g_shared_lo[i]);
+        memcpy((void *)(uintptr_t)g_shared_lo[i], p, n);
+        memcpy(g_shared_init_of[i], p + n, n + 1);
+        p += 2 * n + 1;
+    }
+}
+
+uint64_t emu_grid_workspace(void) { return (uint64_t)(uintptr_t)g_workspace; }
+uint32_t emu_atom_add_release_u32(uint64_t addr, uint32_t v) {
+    return __atomic_fetch_add((uint32_t *)(uintptr_t)addr, v, __ATOMIC_SEQ_CST);
+}
+/* ld.acquire.gpu.u32: in a cooperative launch, a second read of an unchanged value is a spin
+ * waiting for other blocks, which run meanwhile */
+uint32_t emu_ld_acquire_u32(uint64_t addr) {
+    volatile uint32_t *p = (volatile uint32_t *)(uintptr_t)addr;
+    uint32_t v = *p;
+    if (!g_cooperative) return v;
+    struct gthread *me = g_cur;
+    int again = me->spun && me->spin_addr == addr;
+    me->spun = 1;
+    me->spin_addr = addr;
+    if (again && v == me->spin_value && !g_stalled) {
+        me->waiting = WAIT_SPIN;
+        yield();
+        me->waiting = WAIT_NONE;
+        v = *p;
+    }
+    if (again && v == me->spin_value && g_stalled) v = ~v;
+    if (again && v != me->spin_value) {   /* another block changed it, or a stall let it go */
+        g_progress++;
+        g_handovers = 0;
+    }
+    me->spin_value = v;
+    return v;
+}
+
+/* ---------------------------------------------------------------- launching */
+typedef void (*entry_fn)(void **);
+#define STACK_BYTES (1 << 20)   /* each coroutine's, reserved rather than committed */
+#define GUARD_BYTES 4096        /* below it, unmapped: an overflow faults rather than corrupts */
+
+static entry_fn g_fn;
+static void **g_args;
+static int g_threaded;   /* 0: threads run one after another (no collectives in the kernel) */
+
+static void thread_begin(struct gthread *t, struct block *k, int linear) {
+    t->block = k;
+    t->block_linear = k->linear;
+    memcpy(t->ctaid, k->ctaid, sizeof t->ctaid);
+    t->linear = linear;
+    t->tid[0] = linear % g_ntid[0];
+    t->tid[1] = (linear / g_ntid[0]) % g_ntid[1];
+    t->tid[2] = linear / (g_ntid[0] * g_ntid[1]);
+    t->npending = t->open_group = 0;
+    t->spun = 0;
+    t->waiting = WAIT_NONE;
+    t->wait_on = NULL;
+    t->done = 0;
+}
+static void thread_end(void) {
+    if (g_cur->npending) fault(EMU_UNRETIRED, -1, 0, 0, 0);
+    if (g_threaded) {
+        barrier_leave(&g_cur->block->bar);
+        barrier_leave(&g_cur->block->warps[warp()]);
+    }
+}
+static void coroutine_main(void) {
+    g_fn(g_args);
     thread_end();
-    return NULL;
+    g_cur->done = 1;
+    g_progress++;
+}   /* returns to the scheduler (uc_link) */
+
+/* thread `linear` of block `k` as a coroutine, ready to start; 0, or -1 without memory for it */
+static int coroutine_start(struct gthread *t, struct block *k, int linear) {
+    thread_begin(t, k, linear);
+    if (!t->stack) {
+        void *stack = mmap(NULL, STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                           -1, 0);
+        if (stack == MAP_FAILED) return -1;
+        mprotect(stack, GUARD_BYTES, PROT_NONE);
+        t->stack = stack;
+    }
+    getcontext(&t->context);
+    t->context.uc_stack.ss_sp = t->stack;
+    t->context.uc_stack.ss_size = STACK_BYTES;
+    t->context.uc_link = &g_scheduler;
+    makecontext(&t->context, coroutine_main, 0);
+    return 0;
+}
+static void coroutines_free(struct gthread *threads, int n) {
+    for (int i = 0; i < n; i++) if (threads[i].stack) munmap(threads[i].stack, STACK_BYTES);
+    free(threads);
+}
+
+enum { QUIET_DONE, QUIET_SPINNING, QUIET_STUCK };
+/* Runs the `n` coroutines round after round, each until it waits or ends, until all have ended
+ * (QUIET_DONE) or a round changes nothing: then some spin (QUIET_SPINNING, they wait for another
+ * block) or all wait at barriers that can never complete (QUIET_STUCK). */
+static int run_until_quiet(struct gthread *threads, int n) {
+    for (;;) {
+        uint64_t before = g_progress;
+        int live = 0, spinning = 0;
+        for (int i = 0; i < n; i++) {
+            struct gthread *t = &threads[i];
+            if (t->done) continue;
+            live++;
+            if (t->waiting == WAIT_BARRIER && t->wait_on->generation == t->wait_generation) continue;
+            g_cur = t;
+            swapcontext(&g_scheduler, &t->context);
+            spinning += !t->done && t->waiting == WAIT_SPIN;
+        }
+        if (!live) return QUIET_DONE;
+        if (g_progress == before) return spinning ? QUIET_SPINNING : QUIET_STUCK;
+    }
+}
+/* threads that wait for each other forever: reported at the barrier the first of them waits at */
+static void report_stuck(struct gthread *threads, int n) {
+    for (int i = 0; i < n; i++)
+        if (!threads[i].done && threads[i].wait_on) {
+            g_cur = &threads[i];
+            int others = 0;
+            for (int j = 0; j < n; j++) others += !threads[j].done && threads[j].wait_on != threads[i].wait_on;
+            fault(EMU_DEADLOCK, threads[i].wait_on->site, 0, 0, others);
+            return;
+        }
+}
+
+/* every block of a cooperative launch at once (see "cooperative launches") */
+static int run_cooperative(int nblocks) {
+    int threads = g_nthreads;
+    struct block *blocks = calloc((size_t)nblocks, sizeof *blocks);
+    struct gthread *all = calloc((size_t)nblocks * (size_t)threads, sizeof *all);
+    if (!blocks || !all) { free(blocks); free(all); return -1; }
+    for (int b = 0; b < nblocks; b++)
+        block_init(&blocks[b], b % g_nctaid[0], (b / g_nctaid[0]) % g_nctaid[1], b / (g_nctaid[0] * g_nctaid[1]));
+    memset(g_workspace, 0, sizeof g_workspace);
+    g_handovers = g_stalled = 0;
+    g_cooperative = 1;
+    int rc = 0, cur = 0, left = nblocks;
+    for (;;) {
+        struct block *k = &blocks[cur];
+        struct gthread *mine = &all[(size_t)cur * (size_t)threads];
+        if (k->state == BLOCK_NEW) {
+            block_fresh();
+            for (int t = 0; t < threads && rc == 0; t++) rc = coroutine_start(&mine[t], k, t);
+            if (rc) break;
+            k->state = BLOCK_STARTED;
+            g_handovers = 0;
+        }
+        int quiet = run_until_quiet(mine, threads);
+        if (quiet == QUIET_STUCK) { report_stuck(mine, threads); break; }
+        if (quiet == QUIET_DONE) {
+            k->state = BLOCK_DONE;
+            g_handovers = 0;
+            if (--left == 0) break;
+        } else if (++g_handovers > 2 * nblocks) {   /* round after round of spins: nothing will change */
+            g_stalled = 1;
+            fault(EMU_GRID_STALL, -1, 0, 0, 0);
+        }
+        int next = cur;
+        for (int i = 1; i <= nblocks; i++) {
+            int b = (cur + i) % nblocks;
+            if (blocks[b].state != BLOCK_DONE) { next = b; break; }
+        }
+        if (next != cur) {
+            if (k->state != BLOCK_DONE) shared_save(k);
+            if (blocks[next].state == BLOCK_STARTED) shared_restore(&blocks[next]);
+            cur = next;
+        }
+    }
+    g_cooperative = 0;
+    coroutines_free(all, nblocks * threads);
+    for (int b = 0; b < nblocks; b++) free(blocks[b].saved);
+    free(blocks);
+    return rc;
 }
 
 /* Run the kernel entry over a grid of blocks; `args` as cuLaunchKernel's kernelParams. `threaded`:
- * one OS thread per GPU thread (kernels with collectives). Returns 0, or -1 on a bad launch. */
+ * the threads of a block are coroutines (kernels with collectives); `cooperative`: every block at
+ * once (cuLaunchCooperativeKernel). Returns 0, or -1 on a bad launch. */
 int emu_launch(entry_fn fn, void **args, int gx, int gy, int gz, int bx, int by, int bz,
-               int dynamic_smem, int threaded) {
+               int dynamic_smem, int threaded, int cooperative) {
     int threads = bx * by * bz;
+    int64_t blocks = (int64_t)gx * gy * gz;
     if (threads < 1 || threads > MAX_THREADS || dynamic_smem < 0 || dynamic_smem > SMEM_BYTES) return -1;
+    if (cooperative && (blocks < 1 || blocks * threads > MAX_COOPERATIVE_THREADS)) return -1;
     memset(emu_faults, 0, sizeof emu_faults);
     g_ntid[0] = bx; g_ntid[1] = by; g_ntid[2] = bz;
     g_nctaid[0] = gx; g_nctaid[1] = gy; g_nctaid[2] = gz;
     g_nthreads = threads;
     g_dynamic_smem = dynamic_smem;
-    g_threaded = threaded;
-    pthread_t *ids = calloc((size_t)threads, sizeof *ids);
-    struct thread_start *starts = calloc((size_t)threads, sizeof *starts);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 1 << 20);
-    for (int z = 0; z < gz; z++)
-        for (int y = 0; y < gy; y++)
-            for (int x = 0; x < gx; x++) {
-                g_ctaid[0] = x; g_ctaid[1] = y; g_ctaid[2] = z;
-                g_block_linear = ((int64_t)z * gy + y) * gx + x;
-                memset(emu_smem, 0xA5, (size_t)(dynamic_smem ? dynamic_smem : 64));  /* stale data is visible */
-                shared_block_start();
-                if (!threaded) {
-                    for (int t = 0; t < threads; t++) { thread_begin(t); fn(args); thread_end(); }
-                    continue;
-                }
-                barrier_init(&g_block_barrier, threads);
-                for (int w = 0; w < (threads + 31) / 32; w++) barrier_init(&g_warp_barrier[w], warp_size(w));
-                for (int t = 0; t < threads; t++) {
-                    starts[t] = (struct thread_start){fn, args, t};
-                    pthread_create(&ids[t], &attr, thread_main, &starts[t]);
-                }
-                for (int t = 0; t < threads; t++) pthread_join(ids[t], NULL);
-                barrier_destroy(&g_block_barrier);
-                for (int w = 0; w < (threads + 31) / 32; w++) barrier_destroy(&g_warp_barrier[w]);
-            }
-    pthread_attr_destroy(&attr);
-    free(ids);
-    free(starts);
-    return 0;
+    g_threaded = threaded || cooperative;
+    g_fn = fn;
+    g_args = args;
+    int rc = 0;
+    if (cooperative) {
+        rc = run_cooperative((int)blocks);
+        g_cur = NULL;
+        return rc;
+    }
+    static struct block block;
+    static struct gthread sequential;   /* the one thread of a kernel without collectives */
+    struct gthread *coroutines = g_threaded ? calloc((size_t)threads, sizeof *coroutines) : NULL;
+    if (g_threaded && !coroutines) return -1;
+    int stuck = 0;   /* threads that wait for each other forever: on a GPU the launch would hang */
+    for (int64_t b = 0; b < blocks && rc == 0 && !stuck; b++) {
+        block_init(&block, (int)(b % gx), (int)((b / gx) % gy), (int)(b / ((int64_t)gx * gy)));
+        block_fresh();
+        if (!g_threaded) {
+            g_cur = &sequential;
+            for (int t = 0; t < threads; t++) { thread_begin(&sequential, &block, t); fn(args); thread_end(); }
+            continue;
+        }
+        for (int t = 0; t < threads && rc == 0; t++) rc = coroutine_start(&coroutines[t], &block, t);
+        if (rc == 0 && run_until_quiet(coroutines, threads) == QUIET_STUCK) {
+            report_stuck(coroutines, threads);
+            stuck = 1;
+        }
+    }
+    if (coroutines) coroutines_free(coroutines, threads);
+    g_cur = NULL;
+    return rc;
 }

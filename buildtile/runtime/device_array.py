@@ -4,6 +4,11 @@
 primary context (so PyTorch, CuPy and buildtile kernels all see it), is
 C-contiguous, and exposes ``__cuda_array_interface__`` (version 3) so any
 consumer can read it. Copies to and from NumPy are synchronous.
+
+NumPy has no bfloat16, so a ``bf16`` array crosses to and from NumPy as
+``float32`` values: rounded to nearest (ties to even) on the way in, exact on
+the way out. Its elements are two opaque bytes to NumPy (``|V2``, the
+typestr the runtime reads as bf16).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from buildtile.runtime.arrays import (
     register_inline_reader,
 )
 from buildtile.runtime.driver import get_driver
-from buildtile.runtime.dtypes import from_typestr, numpy_fields
+from buildtile.runtime.dtypes import bf16_bits, bf16_values, from_typestr, numpy_fields
 from buildtile.runtime.streams import stream_handle
 
 #: ABI dtype names accepted wherever a NumPy dtype is
@@ -34,13 +39,17 @@ _NUMPY_DTYPES = {
 }
 
 
+#: how a bf16 element is stored: two bytes NumPy does not interpret
+_BF16 = np.dtype("V2")
+
+
 def _numpy_dtype(dtype) -> np.dtype:
     if isinstance(dtype, type) and getattr(dtype, "__buildtile_record__", False):   # a @simt.record class
         from buildtile.runtime.record_arrays import record_dtype
 
         return record_dtype(dtype)
     if isinstance(dtype, str) and dtype == "bf16":
-        raise BuildtileError("DeviceArray cannot hold bf16: NumPy has no bfloat16 dtype; use PyTorch for bf16")
+        return _BF16
     try:
         return np.dtype(_NUMPY_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
     except TypeError as exc:
@@ -95,10 +104,12 @@ class DeviceArray:
         return array
 
     @classmethod
-    def from_numpy(cls, array, device: int = 0) -> DeviceArray:
-        """A device copy of ``array`` (any NumPy array; it is made contiguous first)."""
-        host = np.ascontiguousarray(array)
-        result = cls(host.shape, host.dtype, device)
+    def from_numpy(cls, array, device: int = 0, *, dtype=None) -> DeviceArray:
+        """A device copy of ``array`` (any NumPy array; it is made contiguous first), converted
+        to ``dtype`` when one is given (``"bf16"``: rounded to nearest, ties to even)."""
+        stored = np.asarray(array).dtype if dtype is None else _numpy_dtype(dtype)
+        host = _host_data(array, stored)
+        result = cls(host.shape, stored, device)
         get_driver().memcpy_htod(result._context, result.ptr, host.ctypes.data, result.nbytes)
         return result
 
@@ -112,13 +123,14 @@ class DeviceArray:
         driver = get_driver()
         if stream is not None:
             driver.stream_synchronize(self._context, stream_handle(stream))
-        host = np.empty(self.shape, self.dtype)
+        bf16 = self.dtype == _BF16
+        host = np.empty(self.shape, np.uint16 if bf16 else self.dtype)
         driver.memcpy_dtoh(self._context, host.ctypes.data, self.ptr, self.nbytes)
         bounds.raise_pending()
-        return host
+        return bf16_values(host) if bf16 else host
 
     def copy_from_numpy(self, array) -> None:
-        host = np.ascontiguousarray(array, dtype=self.dtype)
+        host = _host_data(array, self.dtype)
         if host.shape != self.shape:
             raise BuildtileError(f"DeviceArray: cannot copy shape {host.shape} into shape {self.shape}")
         get_driver().memcpy_htod(self._context, self.ptr, host.ctypes.data, self.nbytes)
@@ -161,7 +173,8 @@ class DeviceArray:
         return self.shape[0]
 
     def __repr__(self) -> str:
-        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+        dtype = "bf16" if self.dtype == _BF16 else self.dtype
+        return f"DeviceArray(shape={self.shape}, dtype={dtype}, device={self.device})"
 
     # ------------------------------------------------------------------ lifetime
 
@@ -176,6 +189,14 @@ class DeviceArray:
             self.free()
         except Exception:  # interpreter shutdown, or the context is already gone
             pass
+
+
+def _host_data(array, dtype: np.dtype) -> np.ndarray:
+    """``array`` as contiguous host memory holding ``dtype`` elements (bf16: their bit patterns)."""
+    if dtype == _BF16:
+        source = np.asarray(array)
+        return np.ascontiguousarray(source if source.dtype == _BF16 else bf16_bits(source))
+    return np.ascontiguousarray(array, dtype=dtype)
 
 
 def _device_array_view(array: DeviceArray, stream: int) -> ArrayView:

@@ -201,6 +201,25 @@ def _bf16_bits(value: float) -> int:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
+def bf16_bits(values):
+    """bf16 bit patterns (``uint16``) nearest to ``values`` (rounded to nearest, ties to even;
+    a NaN stays a quiet NaN of its sign): NumPy's spelling of a bf16 array."""
+    import numpy as np
+
+    single = np.ascontiguousarray(values, np.float32)
+    bits = single.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    quiet = ((bits >> 16) | 0x0040).astype(np.uint16)
+    return np.where(np.isnan(single), quiet, rounded)
+
+
+def bf16_values(bits):
+    """The ``float32`` values of bf16 bit patterns (exact)."""
+    import numpy as np
+
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
 class ScalarRefused(ValueError):
     """A Python value cannot be passed as a scalar parameter; the text says why."""
 

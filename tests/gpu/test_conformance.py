@@ -56,6 +56,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from emulated_packages import example_manifest_for_the_emulator
+
 ROOT = Path(__file__).parents[2]
 HOST_SOURCE = ROOT / "tests" / "conformance"
 CMAKE = shutil.which("cmake")
@@ -181,10 +184,11 @@ def _grid3(grid) -> tuple[int, int, int]:
     return grid + (1,) * (3 - len(grid))
 
 
-def make_jobs(seed: int = 2024) -> list[Job]:
-    """One job or more per kernel and per tile specialization of example_kernels (on the device under test)."""
-    from example_kernels import cooperative, memory, numbers, ops, particles, patterns
-
+def make_jobs(seed: int = 2024, package: str = PACKAGE) -> list[Job]:
+    """One job or more per kernel and per tile specialization of example_kernels (on the device under
+    test), whose kernel modules come from ``package`` (the example project, or a build of it)."""
+    memory, numbers, ops, particles, patterns = (importlib.import_module(f"{package}.{m}")
+                                                 for m in ("memory", "numbers", "ops", "particles", "patterns"))
     from buildtile import random
 
     rng = np.random.default_rng(seed)
@@ -662,36 +666,22 @@ def first_difference(a: np.ndarray, b: np.ndarray) -> str:
 # ----------------------------------------------------------------------------- the tests
 
 @pytest.fixture
-def example_for_coverage(tmp_path, monkeypatch):
-    """(manifest, its path) of the installed example_kernels; where it is not installed (CI), of a
-    build of its sources into ``tmp_path``, importable from there for the test's duration."""
+def example_for_coverage():
+    """(manifest, its path) of the installed example_kernels; where it is not installed (CI), of the
+    build of its sources that the emulated test cases share (the same kernels and specialisations,
+    under another package name)."""
     if importlib.util.find_spec(PACKAGE) is not None:
         from buildtile.runtime.package import find_manifest
 
         path = find_manifest(f"{PACKAGE}.ops")
-        yield json.loads(path.read_text()), path
-        return
-    from buildtile.compiler import compile_project
-    from buildtile.config import load_project
-    from buildtile.runtime.package import forget_package
-
-    shutil.copytree(ROOT / "example_project" / PACKAGE, tmp_path / PACKAGE)
-    project = load_project(ROOT / "example_project", {"buildtile.targets": "sm_90", "buildtile.c-abi.enabled": "false",
-                                                         "buildtile.jax.ffi": "false"})
-    manifest = compile_project(project, tmp_path, log=lambda _: None)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    try:
-        yield manifest, tmp_path / PACKAGE / "_buildtile" / "manifest.json"
-    finally:  # no other test may meet this build
-        for name in [m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")]:
-            del sys.modules[name]
-        forget_package(PACKAGE)
+        return json.loads(path.read_text()), path
+    return example_manifest_for_the_emulator()
 
 
 def test_the_jobs_cover_every_kernel_and_specialization_of_the_manifest(example_for_coverage):
     """Runs without a GPU: the job list against the example package's manifest."""
     manifest, path = example_for_coverage
-    covered = {job.covers for job in make_jobs()}
+    covered = {job.covers for job in make_jobs(package=manifest["package"])}
     missing = manifest_entries(manifest) - covered
     assert not missing, (f"the conformance jobs do not cover {sorted(missing, key=str)} of {path}: add jobs "
                          "(tests/gpu/test_conformance.py) and runners (tests/conformance/host.cpp) for them")

@@ -12,6 +12,7 @@ is dropped and the kernel ships one image.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from buildtile.isolation import Returned, run_isolated
@@ -49,12 +50,24 @@ def aligned_llvm_ir(llvm_ir: str, symbol: str, array_params: list[str]) -> str:
 _PARAM_ALIGN = re.compile(r"(\.ptr \.global) \.align \d+")
 
 
+#: this process's answers, by a digest of the question: a process that builds or checks a project
+#: again (a development server, a test session) asks each one again, and each costs two compiles
+_answers: dict[bytes, bool] = {}
+
+
 def ptx_differs(plain_ir: str, aligned_ir: str, symbol: str, opt_level: int) -> bool:
     """Whether the aligned entry's PTX is more than the plain entry's under another name and with
     other declared parameter alignments.
 
     The two compile in a child process, as the build's jobs do: where LLVM aborts on the kernel
     the answer is no, and the plain entry's job reports the crash with the kernel and target."""
+    question = hashlib.sha256("\0".join((plain_ir, aligned_ir, symbol, str(opt_level))).encode()).digest()
+    if question not in _answers:
+        _answers[question] = _compare_ptx(plain_ir, aligned_ir, symbol, opt_level)
+    return _answers[question]
+
+
+def _compare_ptx(plain_ir: str, aligned_ir: str, symbol: str, opt_level: int) -> bool:
     def compare() -> bool:
         plain = llvm_to_ptx(plain_ir, _PROBE_TARGET, opt_level)
         aligned = llvm_to_ptx(aligned_ir, _PROBE_TARGET, opt_level).replace(aligned_symbol(symbol), symbol)
