@@ -21,9 +21,11 @@ _ids = itertools.count()
 
 
 @contextlib.contextmanager
-def built_for_the_emulator(sources: dict[str, Path], prefix: str, root: Path) -> Iterator[dict[str, ModuleType]]:
+def built_for_the_emulator(sources: dict[str, Path], prefix: str, root: Path,
+                           torch_ops: bool = False) -> Iterator[dict[str, ModuleType]]:
     """The kernel modules ``sources`` (module name -> source file) built into ``root`` as
-    ``<prefix><n>.<module>`` for sm_90, imported; forgotten afterwards."""
+    ``<prefix><n>.<module>`` for sm_90, imported; forgotten afterwards. With ``torch_ops`` the
+    package opts in to torch custom ops (``torch.ops.<prefix><n>.<kernel>``)."""
     from buildtile.compiler import compile_project
     from buildtile.config import load_project
     from buildtile.runtime.package import forget_package
@@ -36,7 +38,8 @@ def built_for_the_emulator(sources: dict[str, Path], prefix: str, root: Path) ->
     kernels = ", ".join(f'"{package}.{m}"' for m in sources)
     (root / "pyproject.toml").write_text(
         f'[project]\nname = "{package}"\nversion = "0.1.0"\n\n[tool.buildtile]\n'
-        f'kernels = [{kernels}]\ntargets = ["sm_90"]\nptx = false\n')
+        f'kernels = [{kernels}]\ntargets = ["sm_90"]\nptx = false\n'
+        + ("\n[tool.buildtile.torch]\nops = true\n" if torch_ops else ""))
     compile_project(load_project(root, env={}), root, log=lambda line: None)
     sys.path.insert(0, str(root))
     try:
@@ -92,13 +95,14 @@ _builds: list = []   # the open build contexts (closing one forgets its package)
 def examples_for_the_emulator() -> dict[str, ModuleType]:
     """Every kernel module of the example project, built once per test process for the emulator
     (one build serves every test module that runs them: building is most of the emulated cases'
-    time), by its name within the package."""
+    time), by its name within the package. Like the example project, the package opts in to torch
+    custom ops."""
     if not _examples:
         import atexit
         import tempfile
 
         root = Path(tempfile.mkdtemp(prefix="buildtile_emulated_examples_"))
-        build = built_for_the_emulator(EXAMPLES, "cpuexamples", root)
+        build = built_for_the_emulator(EXAMPLES, "cpuexamples", root, torch_ops=True)
         _builds.append(build)
         _examples.update(build.__enter__())
         atexit.register(shutil.rmtree, root, True)

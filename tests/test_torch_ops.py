@@ -23,6 +23,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 from buildtile.errors import BuildtileError, TypeMismatchError  # noqa: E402
 from buildtile.runtime.frameworks import FRAMEWORKS_FILE, frameworks_record  # noqa: E402
+from buildtile.runtime.frameworks.torch_eager import EagerOpPacket  # noqa: E402
 from buildtile.runtime.frameworks.torch_ops import default_tile_shapes, op_names, registered_ops  # noqa: E402
 from buildtile.runtime.package import package_runtime  # noqa: E402
 
@@ -65,6 +66,13 @@ def test_every_kernel_of_an_opted_in_package_becomes_an_op(simt_ops):
     package = module.__name__.partition(".")[0]
     assert {name for (namespace, name) in registered_ops() if namespace == package} == set(RUNTIME_KERNELS)
     assert registered_ops()[(package, "vecadd")] is module.vecadd
+
+
+def test_each_op_is_called_eagerly_past_the_dispatcher_when_it_may(simt_ops, tile_ops):
+    _, ns = simt_ops
+    _, tiles = tile_ops
+    assert isinstance(ns.vecadd, EagerOpPacket) and isinstance(tiles.row_stats, EagerOpPacket)
+    assert type(ns.vecadd) is not type(ns.saxpy)   # each op's call is its own
 
 
 def test_a_package_that_did_not_opt_in_registers_nothing(make_kernel_package, fake_gpu):

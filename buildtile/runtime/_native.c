@@ -23,6 +23,11 @@
  * for older PyTorch with the getters the binder's Python would call,
  * without the interpreter (or an attribute lookup) between them.
  *
+ * plain_torch_call() is the test an eager call of a kernel's torch op makes
+ * before it launches without PyTorch's dispatcher (frameworks/torch_eager.py):
+ * no mode or transform active, and plain tensors. EagerCall is the whole call
+ * of a SIMT kernel's op: that test, then the launch, or the dispatcher's way.
+ *
  * FastLaunch is the base of runtime.launch.PreparedLaunch: once a launch
  * has gone the Python way and armed it, a call whose arguments bind the
  * same way (same types, same device, no stream to wait on) resolves the
@@ -755,6 +760,238 @@ static PyObject* read_cupy(PyObject* self, PyObject* const* args, Py_ssize_t nar
     return collect_reads(args[0], args[2], args[3], read_one_cupy, NULL);
 }
 
+/* ------------------------------------------------------------------ eager torch op calls */
+
+/* The descriptors plain_torch_call() reads a tensor with (after the tensor type itself). */
+enum { PLAIN_TENSOR_TYPE, PLAIN_REQUIRES_GRAD, PLAIN_IS_CUDA, PLAIN_IS_CPU, PLAIN_GETTERS };
+
+/* Whether `value` is exactly of `type`, or of one of the types in `type` when it is a tuple. */
+static int exactly_of(PyObject* value, PyObject* type)
+{
+    if (!PyTuple_Check(type))
+        return (PyObject*)Py_TYPE(value) == type;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(type); ++k)
+        if ((PyObject*)Py_TYPE(value) == PyTuple_GET_ITEM(type, k))
+            return 1;
+    return 0;
+}
+
+/* Whether the tensor `tensor` is plain for the eager call: it does not require grad and lives on
+   CUDA or the CPU. A getter that raises makes it not plain (the dispatcher's way explains). */
+static int plain_tensor(PyObject* const* getters, PyObject* tensor)
+{
+    if (is_true(get_attribute(getters, tensor, PLAIN_REQUIRES_GRAD)) != 0)
+        return 0;
+    int cuda = is_true(get_attribute(getters, tensor, PLAIN_IS_CUDA));
+    if (cuda != 0)
+        return cuda == 1;
+    return is_true(get_attribute(getters, tensor, PLAIN_IS_CPU)) == 1;
+}
+
+/* Whether a call of a torch op with the positional arguments args[0 .. nargs) may skip the
+   dispatcher (see plain_torch_call_doc): 1 or 0, or -1 with an exception from a state test. */
+static int plain_call(PyObject* const* args, Py_ssize_t nargs, PyObject* state, PyObject* plan,
+                      PyObject* const* getters)
+{
+    const Py_ssize_t count = PyTuple_GET_SIZE(plan);
+    if (nargs != count)
+        return 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(state); ++k) {
+        PyObject* active = PyObject_CallNoArgs(PyTuple_GET_ITEM(state, k));
+        if (active == NULL)
+            return -1;
+        int truth = PyObject_IsTrue(active);
+        Py_DECREF(active);
+        if (truth != 0)
+            return truth < 0 ? -1 : 0;
+    }
+    for (Py_ssize_t k = 0; k < count; ++k) {
+        PyObject* type = PyTuple_GET_ITEM(plan, k);
+        if (!exactly_of(args[k], type))
+            return 0;
+        if (type == getters[PLAIN_TENSOR_TYPE] && !plain_tensor(getters, args[k])) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether `getters` is (a type, then PLAIN_GETTERS - 1 descriptors); TypeError naming `function` if not. */
+static int check_getters(PyObject* getters, const char* function)
+{
+    if (!PyTuple_Check(getters) || PyTuple_GET_SIZE(getters) != PLAIN_GETTERS ||
+        !PyType_Check(PyTuple_GET_ITEM(getters, PLAIN_TENSOR_TYPE))) {
+        PyErr_Format(PyExc_TypeError, "%s(): getters are (tensor type, requires_grad, is_cuda, is_cpu)", function);
+        return 0;
+    }
+    for (int k = PLAIN_REQUIRES_GRAD; k < PLAIN_GETTERS; ++k) {
+        if (Py_TYPE(PyTuple_GET_ITEM(getters, k))->tp_descr_get == NULL) {
+            PyErr_Format(PyExc_TypeError, "%s(): a getter is not a descriptor", function);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(plain_torch_call_doc,
+    "plain_torch_call(args, state, plan, getters) -> bool\n\n"
+    "Whether a call of a torch op with the positional arguments `args` may skip PyTorch's\n"
+    "dispatcher (buildtile.runtime.frameworks.torch_eager): every callable in `state` returns\n"
+    "something false (no mode, transform or tracer is active), `args` has one item per\n"
+    "entry of `plan`, each exactly of its entry's type (or of one of the types of an entry that is\n"
+    "a tuple), and each whose type is getters[0] (torch.Tensor) neither requires grad nor lives\n"
+    "elsewhere than on CUDA or the CPU, as the descriptors getters[1:] (requires_grad, is_cuda,\n"
+    "is_cpu) read it.");
+
+static PyObject* plain_torch_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyTuple_Check(args[0]) || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "plain_torch_call() takes (args, state, plan, getters)");
+        return NULL;
+    }
+    if (!check_getters(args[3], "plain_torch_call"))
+        return NULL;
+    int plain = plain_call(&PyTuple_GET_ITEM(args[0], 0), PyTuple_GET_SIZE(args[0]), args[1], args[2],
+                           &PyTuple_GET_ITEM(args[3], 0));
+    return plain < 0 ? NULL : Py_NewRef(plain ? Py_True : Py_False);
+}
+
+/* The call of a SIMT kernel's torch op (the __call__ of its packet's class): when plain_call()
+   says the dispatcher would add nothing and no keyword is given, launches as
+   op.kernel[tuple(grid)](*args[1:]) from here; otherwise returns dispatch(*args, **kwargs). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject* state;       /* plain_call()'s */
+    PyObject* plan;
+    PyObject* getters;
+    PyObject* profiler;    /* whose `_is_profiler_enabled` is true while a profiler runs */
+    PyObject* op;          /* whose `kernel` is the kernel handle to launch */
+    PyObject* dispatch;    /* the call through the dispatcher */
+} EagerCall;
+
+static PyObject *name_profiler_enabled, *name_kernel;
+
+static PyObject* eager_call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames)
+{
+    EagerCall* self = (EagerCall*)callable;
+    const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
+        PyObject* profiling = PyObject_GetAttr(self->profiler, name_profiler_enabled);
+        if (profiling == NULL)
+            return NULL;
+        int truth = PyObject_IsTrue(profiling);
+        Py_DECREF(profiling);
+        if (truth < 0)
+            return NULL;
+        int plain = truth ? 0 : plain_call(args, nargs, self->state, self->plan, &PyTuple_GET_ITEM(self->getters, 0));
+        if (plain < 0)
+            return NULL;
+        if (plain && nargs >= 1) {
+            PyObject* grid = PyTuple_CheckExact(args[0]) ? Py_NewRef(args[0]) : PySequence_Tuple(args[0]);
+            if (grid == NULL)
+                return NULL;
+            PyObject* kernel = PyObject_GetAttr(self->op, name_kernel);
+            PyObject* launch = kernel == NULL ? NULL : PyObject_GetItem(kernel, grid);
+            Py_XDECREF(kernel);
+            Py_DECREF(grid);
+            if (launch == NULL)
+                return NULL;
+            PyObject* result = PyObject_Vectorcall(launch, args + 1, (size_t)(nargs - 1), NULL);
+            Py_DECREF(launch);
+            if (result == NULL)
+                return NULL;
+            Py_DECREF(result);
+            Py_RETURN_NONE;
+        }
+    }
+    return PyObject_Vectorcall(self->dispatch, args, nargsf, kwnames);
+}
+
+static PyObject* eager_call_new(PyTypeObject* type, PyObject* args, PyObject* kwargs)
+{
+    PyObject *state, *plan, *getters, *profiler, *op, *dispatch;
+    static char* keywords[] = {"state", "plan", "getters", "profiler", "op", "dispatch", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OOOO:EagerCall", keywords, &PyTuple_Type, &state,
+                                     &PyTuple_Type, &plan, &getters, &profiler, &op, &dispatch))
+        return NULL;
+    if (!check_getters(getters, "EagerCall"))
+        return NULL;
+    if (!PyCallable_Check(dispatch)) {
+        PyErr_SetString(PyExc_TypeError, "EagerCall(): dispatch is not callable");
+        return NULL;
+    }
+    if (name_profiler_enabled == NULL &&
+        (name_profiler_enabled = PyUnicode_InternFromString("_is_profiler_enabled")) == NULL)
+        return NULL;
+    if (name_kernel == NULL && (name_kernel = PyUnicode_InternFromString("kernel")) == NULL)
+        return NULL;
+    EagerCall* self = (EagerCall*)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = eager_call;
+    self->state = Py_NewRef(state);
+    self->plan = Py_NewRef(plan);
+    self->getters = Py_NewRef(getters);
+    self->profiler = Py_NewRef(profiler);
+    self->op = Py_NewRef(op);
+    self->dispatch = Py_NewRef(dispatch);
+    return (PyObject*)self;
+}
+
+static int eager_call_traverse(PyObject* object, visitproc visit, void* arg)
+{
+    EagerCall* self = (EagerCall*)object;
+    Py_VISIT(self->state);
+    Py_VISIT(self->plan);
+    Py_VISIT(self->getters);
+    Py_VISIT(self->profiler);
+    Py_VISIT(self->op);
+    Py_VISIT(self->dispatch);
+    return 0;
+}
+
+static int eager_call_clear(PyObject* object)
+{
+    EagerCall* self = (EagerCall*)object;
+    Py_CLEAR(self->state);
+    Py_CLEAR(self->plan);
+    Py_CLEAR(self->getters);
+    Py_CLEAR(self->profiler);
+    Py_CLEAR(self->op);
+    Py_CLEAR(self->dispatch);
+    return 0;
+}
+
+static void eager_call_dealloc(PyObject* self)
+{
+    PyObject_GC_UnTrack(self);
+    eager_call_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+PyDoc_STRVAR(eager_call_doc,
+    "EagerCall(state, plan, getters, profiler, op, dispatch)\n\n"
+    "The call of a SIMT kernel's torch op (buildtile.runtime.frameworks.torch_eager): called with\n"
+    "the op's arguments, it launches op.kernel[tuple(grid)](*args[1:]) when no keyword is given,\n"
+    "profiler._is_profiler_enabled is false and plain_torch_call(args, state, plan, getters) holds;\n"
+    "otherwise it returns dispatch(*args, **kwargs).");
+
+static PyTypeObject EagerCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "buildtile.runtime._native.EagerCall",
+    .tp_doc = eager_call_doc,
+    .tp_basicsize = sizeof(EagerCall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = eager_call_new,
+    .tp_dealloc = eager_call_dealloc,
+    .tp_traverse = eager_call_traverse,
+    .tp_clear = eager_call_clear,
+    .tp_vectorcall_offset = offsetof(EagerCall, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
 /* ------------------------------------------------------------------ prepared launches */
 
 /* The base of runtime.launch.PreparedLaunch. Calling it launches the way PreparedLaunch._launch
@@ -1231,6 +1468,7 @@ static PyMethodDef methods[] = {
     {"read_dlpack", (PyCFunction)(void (*)(void))read_dlpack, METH_FASTCALL, read_dlpack_doc},
     {"exchange_api_usable", exchange_api_usable, METH_O, exchange_api_usable_doc},
     {"read_cupy", (PyCFunction)(void (*)(void))read_cupy, METH_FASTCALL, read_cupy_doc},
+    {"plain_torch_call", (PyCFunction)(void (*)(void))plain_torch_call, METH_FASTCALL, plain_torch_call_doc},
     {"forget_armed", forget_armed, METH_NOARGS, forget_armed_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -1245,10 +1483,11 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__native(void)
 {
-    if (PyType_Ready(&FastLaunchType) < 0)
+    if (PyType_Ready(&FastLaunchType) < 0 || PyType_Ready(&EagerCallType) < 0)
         return NULL;
     PyObject* created = PyModule_Create(&module);
-    if (created != NULL && PyModule_AddObjectRef(created, "FastLaunch", (PyObject*)&FastLaunchType) < 0)
+    if (created != NULL && (PyModule_AddObjectRef(created, "FastLaunch", (PyObject*)&FastLaunchType) < 0 ||
+                            PyModule_AddObjectRef(created, "EagerCall", (PyObject*)&EagerCallType) < 0))
         Py_CLEAR(created);
     return created;
 }

@@ -21,7 +21,10 @@ specialization)::
 
 The op launches through the kernel's own launch path, so every check of a
 direct call (dtypes, ranks, aliasing, ``requires``, the launch contract) is
-made, on the current PyTorch stream of the arguments. Its fake (meta)
+made, on the current PyTorch stream of the arguments. An eager call of the op
+goes straight to that launch when PyTorch's dispatcher would add nothing (no
+mode, transform or tracer active, plain tensors), and through the dispatcher
+otherwise (:mod:`~buildtile.runtime.frameworks.torch_eager`). Its fake (meta)
 implementation, what ``torch.compile`` and ``FakeTensorMode`` trace with,
 checks the dtypes and ranks the contract names and returns nothing.
 The op is named after the kernel; two kernels of one name in different
@@ -40,7 +43,9 @@ import torch
 from buildtile.errors import BuildtileError
 from buildtile.interop.manifest import KernelRecord, ParamRecord
 from buildtile.runtime.frameworks import array_mismatch
+from buildtile.runtime.frameworks.torch_eager import install_eager
 from buildtile.runtime.package import package_runtime
+from buildtile.runtime.tile.handles import partition
 
 #: the backends whose tensors reach the launch path (CPU ones run where buildtile emulates a device)
 DEVICE_KEYS = ("CUDA", "CPU")
@@ -124,33 +129,72 @@ def op_spec(record: KernelRecord, namespace: str, name: str) -> OpSpec:
 # ----------------------------------------------------------------------------- implementations
 
 
-def _simt_impl(handle) -> Callable:
+class KernelOp:
+    """One registered op: its description and the kernel handle its calls launch (repointed when
+    the kernel's module is imported again). Both ways into the op, the dispatcher's
+    implementation and the eager call (:mod:`~buildtile.runtime.frameworks.torch_eager`), launch
+    through it."""
+
+    def __init__(self, spec: OpSpec, kernel) -> None:
+        self.spec = spec
+        self.kernel = kernel
+        #: Tile: where each ``tile.Out`` parameter sits, and its keyword
+        self.outputs = tuple((p.index, p.name, keyword) for p, keyword in spec.tile_args)
+        #: the call of the op's packet (None: every call goes through the dispatcher)
+        self.eager_call: Callable | None = None
+        self._compiled: list[dict[str, tuple[int, ...]]] | None = None
+
+    def repoint(self, kernel) -> None:
+        self.kernel = kernel
+        self._compiled = None
+
+    def launch_tile(self, args: tuple, given: dict[str, tuple[int, ...]]) -> None:
+        """Launch the Tile kernel over ``args`` with each output partitioned into the tile shape
+        ``given`` by its keyword (each one left out: see :func:`default_tile_shapes`)."""
+        kernel = self.kernel
+        compiled = self._compiled
+        if compiled is None:   # the kernel's specializations, read once (a property that copies)
+            compiled = self._compiled = kernel.tile_shapes
+        outputs = self.outputs
+        if len(given) == len(outputs):
+            shapes = {name: given[keyword] for _, name, keyword in outputs}
+        else:
+            shapes = default_tile_shapes(compiled, {name: given[keyword] for _, name, keyword in outputs
+                                                    if keyword in given})
+        values = list(args)
+        for index, name, _ in outputs:
+            values[index] = partition(values[index], shapes[name])
+        kernel(*values).launch()
+
+
+def _simt_impl(op: KernelOp) -> Callable:
+    """What the dispatcher calls for a SIMT op: the grid, then the kernel's arguments."""
+
     def launch(grid, *args):
-        handle[tuple(grid)](*args)
+        op.kernel[tuple(grid)](*args)
 
     return launch
 
 
-def _tile_impl(handle, spec: OpSpec) -> Callable:
-    from buildtile.runtime.tile.handles import partition
-
-    outputs = tuple((p.index, p.name, keyword) for p, keyword in spec.tile_args)
-
-    count = len(spec.record.params)
+def _tile_impl(op: KernelOp) -> Callable:
+    """What the dispatcher calls for a Tile op: the kernel's arguments, then the tile shapes."""
+    keywords = tuple(keyword for _, _, keyword in op.outputs)
+    count = len(op.spec.record.params)
 
     def launch(*args, **tile_shapes):
         if len(args) > count:   # the dispatcher may pass the keyword-only tile shapes by position
-            tile_shapes.update(zip((keyword for _, _, keyword in outputs), args[count:]))
+            tile_shapes.update(zip(keywords, args[count:]))
             args = args[:count]
-        given = {name: tuple(tile_shapes[keyword]) for _, name, keyword in outputs
-                 if tile_shapes.get(keyword) is not None}
-        shapes = default_tile_shapes(handle.tile_shapes, given)
-        values = list(args)
-        for index, name, _ in outputs:
-            values[index] = partition(values[index], list(shapes[name]))
-        handle(*values).launch()
+        op.launch_tile(args, {keyword: tuple(shape) for keyword, shape in tile_shapes.items() if shape is not None})
 
     return launch
+
+
+def eager_kinds(spec: OpSpec) -> list[str]:
+    """The kind of each positional argument of ``spec``'s op, as the eager call tests them (see
+    :data:`~buildtile.runtime.frameworks.torch_eager.ARGUMENT_TYPES`)."""
+    kinds = ["grid"] if spec.grid_arg is not None else []
+    return kinds + ["tensor" if p.is_array else _scalar_type(p.dtype) for p in spec.record.params]
 
 
 def default_tile_shapes(compiled: list[dict[str, tuple[int, ...]]],
@@ -200,23 +244,25 @@ def register_kernel(handle) -> OpSpec | None:
         return None
     op_name = op_names(package.manifest.kernels, package.name)[(module, name)]
     spec = op_spec(record, package.name, op_name)
-    launch = _simt_impl(handle) if spec.grid_arg is not None else _tile_impl(handle, spec)
     key = (spec.namespace, spec.name)
     with _lock:
-        cell = _launches.get(key)
-        if cell is None:
-            cell = _launches[key] = [launch]
-            _define(spec, cell)
-        cell[0] = launch
+        op = _ops.get(key)
+        if op is None:
+            op = _ops[key] = KernelOp(spec, handle)
+            _define(op)
+        else:
+            op.repoint(handle)
+            spec = op.spec
         _registered[key] = handle
     return spec
 
 
-#: (namespace, op name) -> a one-item list holding the launch function the op calls
-_launches: dict[tuple[str, str], list] = {}
+#: (namespace, op name) -> the op registered under it
+_ops: dict[tuple[str, str], KernelOp] = {}
 
 
-def _define(spec: OpSpec, cell: list) -> None:
+def _define(op: KernelOp) -> None:
+    spec = op.spec
     library = _libraries.get(spec.namespace)
     if library is None:
         library = _libraries[spec.namespace] = torch.library.Library(spec.namespace, "FRAGMENT")
@@ -228,13 +274,12 @@ def _define(spec: OpSpec, cell: list) -> None:
             code="BT0620",
             help="another library defines an op of that name in the package's namespace",
         ) from None
-
-    def current(*args, **kwargs):
-        return cell[0](*args, **kwargs)
-
+    impl = _simt_impl(op) if spec.grid_arg is not None else _tile_impl(op)
     for dispatch_key in DEVICE_KEYS:
-        library.impl(spec.name, current, dispatch_key)
+        library.impl(spec.name, impl, dispatch_key)
     torch.library.register_fake(spec.qualname, _fake_impl(spec), lib=library)
+    op.eager_call = install_eager(getattr(getattr(torch.ops, spec.namespace), spec.name), eager_kinds(spec),
+                                    tuple(keyword for _, keyword in spec.tile_args), op)
 
 
 def registered_ops() -> dict[tuple[str, str], object]:
