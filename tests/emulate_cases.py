@@ -1,8 +1,9 @@
 """SIMT kernels that break, inside ``simt.unsafe()``, a rule the GPU does not check; the CPU
-emulator reports each (tests/test_emulate_checks.py)."""
+emulator reports each (tests/test_emulate_checks.py). And warp collectives over part of a warp,
+which the emulator runs as a GPU does."""
 
 from buildtile import simt
-from buildtile.types import AtomicSlice, DisjointSlice, Slice, f32
+from buildtile.types import AtomicSlice, DisjointSlice, Slice, f32, i32, u32
 
 
 @simt.kernel(block=64)
@@ -83,5 +84,36 @@ def waits_for_each_other(x: Slice[f32], out: DisjointSlice[f32]):
     with simt.unsafe():
         if simt.thread_idx.x < 16:
             v = simt.shfl_down(v, 1)   # a warp collective lanes 16-31 never reach: they wait below
+        simt.sync_threads()
+    out[i] = v
+
+
+@simt.kernel(block=64)
+def halves_shuffle_apart(x: Slice[f32], out: DisjointSlice[f32]):
+    """Each half of a warp shuffles among itself, in its own branch, naming its lanes in `mask`."""
+    i = simt.index_1d()
+    v = x[i]
+    if simt.lane_id() < 16:
+        v += simt.shfl_xor(v, 1, mask=u32(0x0000FFFF))
+    else:
+        v -= simt.shfl_down(v, 2, mask=u32(0xFFFF0000))
+    out[i] = v
+
+
+@simt.kernel(block=64)
+def first_lanes_scan(x: Slice[i32], out: DisjointSlice[i32]):
+    """An inclusive scan over the first 8 lanes of each warp alone, while the other lanes wait at
+    the block's barrier: they are not in the shuffles' mask."""
+    i = simt.index_1d()
+    v = x[i]
+    if simt.lane_id() < 8:
+        k = 1
+        while k < 8:
+            up = simt.shfl_up(v, i32(k), width=8, mask=u32(0xFF))
+            if simt.lane_id() >= k:
+                v += up
+            k *= 2
+        simt.syncwarp(u32(0xFF))
+    with simt.unsafe():
         simt.sync_threads()
     out[i] = v

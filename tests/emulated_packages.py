@@ -21,11 +21,11 @@ _ids = itertools.count()
 
 
 @contextlib.contextmanager
-def built_for_the_emulator(sources: dict[str, Path], prefix: str, root: Path,
-                           torch_ops: bool = False) -> Iterator[dict[str, ModuleType]]:
+def built_package(sources: dict[str, Path], prefix: str, root: Path, targets: list[str],
+                  settings: str = "") -> Iterator[dict[str, ModuleType]]:
     """The kernel modules ``sources`` (module name -> source file) built into ``root`` as
-    ``<prefix><n>.<module>`` for sm_90, imported; forgotten afterwards. With ``torch_ops`` the
-    package opts in to torch custom ops (``torch.ops.<prefix><n>.<kernel>``)."""
+    ``<prefix><n>.<module>`` for ``targets`` (more ``[tool.buildtile]`` lines in ``settings``),
+    imported; forgotten afterwards."""
     from buildtile.compiler import compile_project
     from buildtile.config import load_project
     from buildtile.runtime.package import forget_package
@@ -36,10 +36,10 @@ def built_for_the_emulator(sources: dict[str, Path], prefix: str, root: Path,
     for module, source in sources.items():
         shutil.copy(source, root / package / f"{module}.py")
     kernels = ", ".join(f'"{package}.{m}"' for m in sources)
+    listed = ", ".join(f'"{t}"' for t in targets)
     (root / "pyproject.toml").write_text(
         f'[project]\nname = "{package}"\nversion = "0.1.0"\n\n[tool.buildtile]\n'
-        f'kernels = [{kernels}]\ntargets = ["sm_90"]\nptx = false\n'
-        + ("\n[tool.buildtile.torch]\nops = true\n" if torch_ops else ""))
+        f'kernels = [{kernels}]\ntargets = [{listed}]\nptx = false\n{settings}')
     compile_project(load_project(root, env={}), root, log=lambda line: None)
     sys.path.insert(0, str(root))
     try:
@@ -49,6 +49,13 @@ def built_for_the_emulator(sources: dict[str, Path], prefix: str, root: Path,
         forget_package(package)
         for name in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
             del sys.modules[name]
+
+
+def built_for_the_emulator(sources: dict[str, Path], prefix: str, root: Path, torch_ops: bool = False):
+    """The kernel modules ``sources`` built for sm_90, the emulated device's default (see
+    :func:`built_package`)."""
+    return built_package(sources, prefix, root, ["sm_90"],
+                         "\n[tool.buildtile.torch]\nops = true\n" if torch_ops else "")
 
 
 def _example_modules() -> dict[str, Path]:

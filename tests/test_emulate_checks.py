@@ -64,6 +64,24 @@ def test_bt0802_threads_that_wait_for_each_other_forever_are_reported_not_hung()
     assert "`waits_for_each_other`" in text and "thread 0 of block 0" in text
 
 
+def test_shuffles_meet_over_their_member_mask():
+    x, out = inputs()
+    run("halves_shuffle_apart", x, out)
+    lane = np.arange(N) % 32
+    partner_xor = x[np.arange(N) ^ 1]
+    down = np.where(lane + 2 < 32, x[np.minimum(np.arange(N) + 2, N - 1)], x)
+    np.testing.assert_array_equal(out, np.where(lane < 16, x + partner_xor, x - down))
+
+
+def test_lanes_outside_a_shuffles_mask_need_not_reach_it():
+    x = np.arange(1, N + 1, dtype=np.int32)
+    out = np.zeros(N, np.int32)
+    run("first_lanes_scan", x, out)
+    want = x.reshape(-1, 32).copy()
+    want[:, :8] = np.cumsum(want[:, :8], axis=1)
+    np.testing.assert_array_equal(out, want.ravel())
+
+
 def test_bt0803_reading_shared_memory_no_thread_wrote():
     with pytest.raises(EmulationError) as info:
         run("reads_unwritten_shared", *inputs())

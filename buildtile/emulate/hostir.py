@@ -183,17 +183,23 @@ def _instrument(line: str, sites: list[Site], counter: list[int], source_line: i
             line]
 
 
+def _i32(literal: str) -> str:
+    """A PTX integer literal (a 32-bit mask) as an LLVM ``i32`` operand."""
+    value = int(literal, 0) & 0xFFFFFFFF
+    return f"i32 {value - (1 << 32) if value >= 1 << 31 else value}"
+
+
 def _asm_replacement(text: str, ret: str, args: list[str], site: int) -> tuple[str, list[str]]:
     """(runtime function, its arguments) standing in for one piece of inline PTX."""
     if text == "bar.sync 0;":
         return "emu_barrier", [f"i32 {site}"]
     m = re.fullmatch(r"shfl\.sync\.(up|down|bfly|idx)\.b32 \$0, \$1, \$2, (0x[0-9a-f]+|\d+), (0x[0-9a-f]+|\$3);", text)
     if m:
-        mask = args[2] if m.group(3) == "$3" else f"i32 {int(m.group(3), 0) - (1 << 32) if int(m.group(3), 0) >= 1 << 31 else int(m.group(3), 0)}"
+        mask = args[2] if m.group(3) == "$3" else _i32(m.group(3))
         return f"emu_shfl_{m.group(1)}", [args[0], args[1], f"i32 {int(m.group(2), 0)}", mask]
     m = re.fullmatch(r"bar\.warp\.sync (0x[0-9a-f]+|\$0);", text)
     if m:
-        return "emu_syncwarp", args if m.group(1) == "$0" else ["i32 -1"]
+        return "emu_syncwarp", args if m.group(1) == "$0" else [_i32(m.group(1))]
     m = re.search(r"vote\.sync\.(ballot|any|all|uni)\.", text)
     if m:
         return f"emu_vote_{m.group(1)}", args

@@ -229,8 +229,8 @@ class HostKernel:
             return EmulationError(
                 f"threads that wait for each other forever: {who} waits at a barrier or warp collective that "
                 f"{other} thread(s) of its block, waiting elsewhere, never reach, in kernel `{self.name}`{where}",
-                code=code, help="every thread of a block (every lane of a warp, for a warp collective) must "
-                                "reach the same barriers in the same order; on a GPU this launch hangs")
+                code=code, help="every thread of a block (every lane a warp collective's `mask` names, for "
+                                "one) must reach the same barriers in the same order; on a GPU this launch hangs")
         if kind == "grid_stall":
             return EmulationError(
                 f"a grid-wide wait no block can end: every block of kernel `{self.name}` that had not returned "

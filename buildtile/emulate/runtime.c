@@ -213,6 +213,43 @@ static void barrier_leave(struct barrier *b) {
     if (b->arrived && b->arrived + b->exited >= b->expected) release(b);
 }
 
+/* ---------------------------------------------------------------- warps */
+/* A warp collective (shfl.sync, bar.warp.sync, vote.sync) waits for the lanes of its member mask
+ * only (PTX ISA): lanes outside it may be elsewhere, at a collective of their own mask, or done.
+ * So lanes meet per mask: each open meeting is a barrier of the lanes its mask names (those of
+ * the warp), and one that completes while a lane of its mask has returned was reached by part
+ * of its lanes (a fault, as for bar.sync). A waiting lane is in one meeting: 32 are enough. */
+struct warp {
+    uint32_t lanes, exited;        /* the warp's lanes; those that have returned */
+    uint32_t mask[32];             /* the lanes of each meeting */
+    struct barrier meeting[32];    /* open while some lane waits there (arrived > 0) */
+};
+
+static void warp_init(struct warp *w, int lanes) {
+    w->lanes = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+    w->exited = 0;
+    for (int i = 0; i < 32; i++) { w->mask[i] = 0; barrier_init(&w->meeting[i], 0); }
+}
+/* the open meeting of `mask`, or a free one opened for it (its generation goes on counting) */
+static struct barrier *warp_meeting(struct warp *w, uint32_t mask) {
+    int free_slot = -1;
+    for (int i = 0; i < 32; i++) {
+        if (w->meeting[i].arrived && w->mask[i] == mask) return &w->meeting[i];
+        if (!w->meeting[i].arrived && free_slot < 0) free_slot = i;
+    }
+    struct barrier *b = &w->meeting[free_slot];
+    w->mask[free_slot] = mask;
+    b->expected = __builtin_popcount(mask);
+    b->exited = __builtin_popcount(mask & w->exited);
+    return b;
+}
+static void warp_leave(struct warp *w, int lane_id) {
+    uint32_t me = 1u << lane_id;
+    w->exited |= me;
+    for (int i = 0; i < 32; i++)
+        if (w->meeting[i].arrived && (w->mask[i] & me)) barrier_leave(&w->meeting[i]);
+}
+
 /* ---------------------------------------------------------------- blocks */
 /* What the threads of one block share. A launch runs its blocks one after another; a
  * cooperative launch (see "cooperative launches") has every block's threads alive at once. */
@@ -220,7 +257,7 @@ struct block {
     int ctaid[3];
     int64_t linear;
     struct barrier bar;                 /* bar.sync */
-    struct barrier warps[MAX_WARPS];    /* the warp collectives */
+    struct warp warps[MAX_WARPS];       /* the warp collectives */
     int state;                          /* cooperative: BLOCK_NEW, BLOCK_STARTED or BLOCK_DONE */
     unsigned char *saved;               /* cooperative: its shared memory while another block runs */
 };
@@ -234,7 +271,7 @@ static void block_init(struct block *k, int x, int y, int z) {
     barrier_init(&k->bar, g_nthreads);
     for (int w = 0; w < (g_nthreads + 31) / 32; w++) {
         int n = g_nthreads - 32 * w;
-        barrier_init(&k->warps[w], n < 32 ? n : 32);
+        warp_init(&k->warps[w], n < 32 ? n : 32);
     }
 }
 /* per-warp exchange area for warp-collective instructions */
@@ -244,7 +281,13 @@ static int g_threaded;   /* 0: threads run one after another (no collectives in 
 static int lane(void) { return g_cur->linear & 31; }
 static int warp(void) { return g_cur->linear >> 5; }
 static int warp_size(int w) { int n = g_nthreads - 32 * w; return n < 32 ? n : 32; }
-static void warp_sync(void) { if (g_threaded) barrier_wait(&g_cur->block->warps[warp()], -1); }
+/* the lanes of `mask` meet (a lane always takes part in its own collective) */
+static void warp_meet(uint32_t mask) {
+    if (!g_threaded) return;
+    struct warp *w = &g_cur->block->warps[warp()];
+    barrier_wait(warp_meeting(w, (mask & w->lanes) | (1u << lane())), -1);
+}
+static void warp_sync(void) { warp_meet(0xffffffffu); }
 
 /* ---------------------------------------------------------------- special registers */
 int emu_read_ptx_sreg_tid_x(void) { return g_cur->tid[0]; }
@@ -266,11 +309,11 @@ int emu_dynamic_smem_size(void) { return g_dynamic_smem; }
 /* ---------------------------------------------------------------- synchronisation */
 void emu_barrier(int site) { if (g_threaded) barrier_wait(&g_cur->block->bar, site); }
 void emu_barrier0(void) { emu_barrier(-1); }
-void emu_syncwarp(int mask) { (void)mask; warp_sync(); }
+void emu_syncwarp(int mask) { warp_meet((uint32_t)mask); }
 
 /* shfl.sync.MODE.b32 d, a, b, c, membermask (PTX ISA): the value of lane j, or the lane's own
  * when j is out of its segment (mode: 0 up, 1 down, 2 bfly, 3 idx) */
-static uint32_t shfl(int mode, uint32_t value, int b, int c) {
+static uint32_t shfl(int mode, uint32_t value, int b, int c, uint32_t mask) {
     int w = warp(), l = lane();
     int segmask = (c >> 8) & 31, clamp = c & 31;
     int max_lane = (l & segmask) | (clamp & ~segmask), min_lane = l & segmask, j, ok;
@@ -283,25 +326,23 @@ static uint32_t shfl(int mode, uint32_t value, int b, int c) {
     }
     if (!ok || j >= warp_size(w)) j = l;
     g_exchange[w][l][0] = value;
-    warp_sync();
+    warp_meet(mask);
     uint32_t out = (uint32_t)g_exchange[w][j][0];
-    warp_sync();
+    warp_meet(mask);
     return out;
 }
-uint32_t emu_shfl_up(uint32_t v, int b, int c, int mask) { (void)mask; return shfl(0, v, b, c); }
-uint32_t emu_shfl_down(uint32_t v, int b, int c, int mask) { (void)mask; return shfl(1, v, b, c); }
-uint32_t emu_shfl_bfly(uint32_t v, int b, int c, int mask) { (void)mask; return shfl(2, v, b, c); }
-uint32_t emu_shfl_idx(uint32_t v, int b, int c, int mask) { (void)mask; return shfl(3, v, b, c); }
+uint32_t emu_shfl_up(uint32_t v, int b, int c, int mask) { return shfl(0, v, b, c, (uint32_t)mask); }
+uint32_t emu_shfl_down(uint32_t v, int b, int c, int mask) { return shfl(1, v, b, c, (uint32_t)mask); }
+uint32_t emu_shfl_bfly(uint32_t v, int b, int c, int mask) { return shfl(2, v, b, c, (uint32_t)mask); }
+uint32_t emu_shfl_idx(uint32_t v, int b, int c, int mask) { return shfl(3, v, b, c, (uint32_t)mask); }
 /* the intrinsic form the tile lowering uses (llvm.nvvm.shfl.sync.bfly.*) */
 int emu_shfl_sync_bfly_i32(int mask, int v, int lane_mask, int c) {
-    (void)mask;
-    return (int)shfl(2, (uint32_t)v, lane_mask, c);
+    return (int)shfl(2, (uint32_t)v, lane_mask, c, (uint32_t)mask);
 }
 float emu_shfl_sync_bfly_f32(int mask, float v, int lane_mask, int c) {
-    (void)mask;
     uint32_t bits;
     memcpy(&bits, &v, 4);
-    bits = shfl(2, bits, lane_mask, c);
+    bits = shfl(2, bits, lane_mask, c, (uint32_t)mask);
     memcpy(&v, &bits, 4);
     return v;
 }
@@ -584,7 +625,7 @@ static void thread_end(void) {
     if (g_cur->npending) fault(EMU_UNRETIRED, -1, 0, 0, 0);
     if (g_threaded) {
         barrier_leave(&g_cur->block->bar);
-        barrier_leave(&g_cur->block->warps[warp()]);
+        warp_leave(&g_cur->block->warps[warp()], lane());
     }
 }
 static void coroutine_main(void) {

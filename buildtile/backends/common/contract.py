@@ -56,7 +56,7 @@ def parse_contract(decorator: ast.expr, params: dict[str, ParamFacts], consts: d
             if kw.arg not in CONTRACT_KEYS:
                 raise _Bad(kw.value, f"unknown launch contract key `{kw.arg}`", f"known keys: {', '.join(CONTRACT_KEYS)}")
             if kw.arg == "requires":
-                contract["requires"] = _requires(kw.value, params)
+                contract["requires"] = _requires(kw.value, params, consts)
             elif kw.arg == "block":
                 contract["block"] = _block(kw.value, consts)
             elif kw.arg == "min_compute_capability":
@@ -118,7 +118,7 @@ def _compute_capability(node: ast.AST) -> int:
     raise _Bad(node, "`min_compute_capability` is written \"sm_80\", 80 or 8.0")
 
 
-def _requires(node: ast.AST, params: dict[str, ParamFacts]) -> list[dict]:
+def _requires(node: ast.AST, params: dict[str, ParamFacts], consts: dict) -> list[dict]:
     if not isinstance(node, (ast.List, ast.Tuple)):
         raise _Bad(node, "`requires` is a list of strings")
     out = []
@@ -129,18 +129,27 @@ def _requires(node: ast.AST, params: dict[str, ParamFacts]) -> list[dict]:
             expr = ast.parse(item.value, mode="eval").body
         except SyntaxError:
             raise _Bad(item, f"`{item.value}` is not a Python expression") from None
-        tree = _relation(expr, params, item)
+        tree = _relation(expr, _Names(params, consts), item)
         out.append({"text": item.value, "expr": tree})
     return out
 
 
-def _relation(e: ast.AST, params: dict, where: ast.AST) -> dict:
+@dataclass(frozen=True)
+class _Names:
+    """What a name in a requirement may be: a parameter, else a module constant."""
+
+    params: dict[str, ParamFacts]
+    consts: dict
+
+
+def _relation(e: ast.AST, names: _Names, where: ast.AST) -> dict:
     if isinstance(e, ast.BoolOp):
-        return {"op": "and" if isinstance(e.op, ast.And) else "or", "args": [_relation(v, params, where) for v in e.values]}
+        return {"op": "and" if isinstance(e.op, ast.And) else "or",
+                "args": [_relation(v, names, where) for v in e.values]}
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
-        return {"op": "not", "arg": _relation(e.operand, params, where)}
+        return {"op": "not", "arg": _relation(e.operand, names, where)}
     if isinstance(e, ast.Compare):
-        terms = [_term(e.left, params, where)] + [_term(c, params, where) for c in e.comparators]
+        terms = [_term(e.left, names, where)] + [_term(c, names, where) for c in e.comparators]
         parts = []
         for k, op in enumerate(e.ops):
             if type(op) not in _CMP:
@@ -150,14 +159,22 @@ def _relation(e: ast.AST, params: dict, where: ast.AST) -> dict:
     raise _Bad(where, f"`{ast.unparse(e)}` is not a relation", "write a comparison such as `len(a) == len(c)`")
 
 
-def _term(e: ast.AST, params: dict, where: ast.AST) -> dict:
+def _term(e: ast.AST, names: _Names, where: ast.AST) -> dict:
     if isinstance(e, ast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool):
         return {"op": "const", "value": e.value}
+    if isinstance(e, ast.Name) and e.id not in names.params and e.id in names.consts:
+        # a module constant (the block's size, a tile's edge) reads as its value, as in `block=`
+        value = names.consts[e.id]
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise _Bad(where, f"`{e.id}` is {value!r}: a requirement compares integers")
+        return {"op": "const", "value": value}
+    params = names.params
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
-        inner = _term(e.operand, params, where)
+        inner = _term(e.operand, names, where)
         return {"op": "bin", "fn": "-", "lhs": {"op": "const", "value": 0}, "rhs": inner}
     if isinstance(e, ast.BinOp) and type(e.op) in _BIN:
-        return {"op": "bin", "fn": _BIN[type(e.op)], "lhs": _term(e.left, params, where), "rhs": _term(e.right, params, where)}
+        return {"op": "bin", "fn": _BIN[type(e.op)], "lhs": _term(e.left, names, where),
+                "rhs": _term(e.right, names, where)}
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "len" and len(e.args) == 1:
         name = _param_name(e.args[0], params, where)
         if params[name].kind == "scalar":
@@ -176,7 +193,7 @@ def _term(e: ast.AST, params: dict, where: ast.AST) -> dict:
             raise _Bad(where, f"`{name}` is not an integer scalar parameter")
         return {"op": "param", "name": name}
     raise _Bad(where, f"`{ast.unparse(e)}` cannot be used in a requirement",
-               "requirements use len(p), p.shape[k], integer scalar parameters, constants, + - * // %")
+               "requirements use len(p), p.shape[k], integer scalar parameters, integer constants, + - * // %")
 
 
 def _param_name(e: ast.AST, params: dict, where: ast.AST) -> str:

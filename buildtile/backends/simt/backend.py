@@ -158,7 +158,8 @@ def _check_block_dims(block: list[int], dims: int, source: KernelSource, diags: 
     used = max((k + 1 for k, n in enumerate(block) if n > 1), default=1)
     if used > dims:
         diags.append(Diagnostic(
-            "BT0600", f"block {tuple(block[:used])} has {used} dimensions but the kernel indexes with index_{dims}d()",
+            "BT0600", f"block {tuple(block[:used])} has {used} dimensions but the kernel's thread index is "
+                      f"{dims}-D (`index_{dims}d()`, or its spelled-out form)",
             Span.of(source.decorator, source.display_file, source.lines),
             help=f"use index_{used}d(), or a {dims}-D block",
         ))

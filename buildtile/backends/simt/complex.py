@@ -35,6 +35,13 @@ def is_complex(ty) -> bool:
 class ComplexNumbers(BaseTyper):
     """Typing of complex values in the SIMT typer."""
 
+    def literal(self, value, node):
+        if isinstance(value, complex):
+            self.fail("BT0200", node, "complex literals are not supported in kernels",
+                      help=f"build the number from its parts: `complex128({value.real!r}, {value.imag!r})` "
+                           "(or `complex64(...)`), from buildtile.types")
+        return super().literal(value, node)
+
     def binop(self, op, lhs, rhs, node, lnode, rnode):
         if not (is_complex(value_type(lhs.ty)) or is_complex(value_type(rhs.ty))):
             return super().binop(op, lhs, rhs, node, lnode, rnode)

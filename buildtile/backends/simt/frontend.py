@@ -25,7 +25,8 @@ from buildtile.backends.common.typer import Abort, is_intlike
 from buildtile.backends.simt import ir
 from buildtile.backends.simt.intrinsics import RANDOM_MODULE, SimtCalls
 from buildtile.backends.simt.unpacking import TupleAssignment
-from buildtile.backends.simt.witnesses import GEOMETRY, WitnessForms
+from buildtile.backends.simt.spellings import foreign_call_help, foreign_name, foreign_type_help
+from buildtile.backends.simt.witnesses import GEOMETRY, WitnessForms, WitnessHints, grid_total_spelling
 from buildtile.backends.simt.complex import ComplexNumbers, is_complex
 from buildtile.backends.simt.records import RecordAccess, is_record, module_records, reports_declarations
 from buildtile.backends.simt.params import SIMT_MODULE, TYPES_MODULE, parse_param_type, scalar_of
@@ -45,7 +46,7 @@ class _Local:
 def build_typed_ir(source: KernelSource) -> tuple[ir.KernelIR | None, list[Diagnostic]]:
     """Type a kernel; returns its IR (None on errors) and its diagnostics."""
     table = _DeviceFunctions(source)
-    kernel, diags = _type_until_settled(lambda refined: _KernelTyper(source, refined, table))
+    kernel, diags = _type_until_settled(lambda refined, hints: _KernelTyper(source, refined, table, hints=hints))
     for name in table.defs:      # report errors in every device function, called or not
         table.signature(name)
     diags = table.diagnostics + diags
@@ -56,13 +57,20 @@ def build_typed_ir(source: KernelSource) -> tuple[ir.KernelIR | None, list[Diagn
 
 
 def _type_until_settled(make_typer):
+    """Type again while a pass learns something the earlier ones used: a local's type from a later
+    use, or which values are thread indices (``WitnessHints``)."""
     refined: dict[str, Scalar] = {}
+    hints = WitnessHints()
     for _ in range(8):
-        typer = make_typer(refined)
+        typer = make_typer(refined, hints)
         try:
             result = typer.run()
         except Abort:     # a signature error: reported, nothing more to type
             result = None
+        learnt = typer.witness_hints()
+        if learnt != hints:
+            hints = learnt
+            continue
         if typer.diagnostics or not typer.refinements:
             break
         refined.update(typer.refinements)
@@ -91,7 +99,8 @@ class _DeviceFunctions:
             return self.typed[name]
         if name in self.failed:
             return None
-        fn, diags = _type_until_settled(lambda refined: _KernelTyper(self.source, refined, self, device_fn=self.defs[name]))
+        fn, diags = _type_until_settled(lambda refined, _: _KernelTyper(self.source, refined, self,
+                                                                          device_fn=self.defs[name]))
         if diags:
             self.failed.add(name)
             self.diagnostics.extend(diags)
@@ -118,16 +127,30 @@ _UNSUPPORTED_HELP = {
 }
 
 
-def _indexes_in_several_dims(fn: ast.AST, ns: dict[str, str]) -> bool:
-    """``fn`` calls ``index_2d()``, ``index_3d()``, ``grid(2)`` or ``grid(3)``."""
+def _index_calls(fn: ast.AST, ns: dict[str, str]) -> set[int]:
+    """The dimensions of the ``index_Nd()`` and ``grid(n)`` calls of ``fn`` (0 for a ``grid(n)``
+    whose ``n`` is not a literal)."""
+    dims = set()
     for n in ast.walk(fn):
         if not isinstance(n, ast.Call):
             continue
         name = resolve_dotted(n.func, ns)
-        one_axis = bool(n.args) and isinstance(n.args[0], ast.Constant) and n.args[0].value == 1
-        if name in (SIMT_MODULE + ".index_2d", SIMT_MODULE + ".index_3d") or (name == SIMT_MODULE + ".grid" and not one_axis):
-            return True
-    return False
+        if name in (SIMT_MODULE + ".index_1d", SIMT_MODULE + ".index_2d", SIMT_MODULE + ".index_3d"):
+            dims.add(int(name[-2]))
+        elif name == SIMT_MODULE + ".grid":
+            literal = n.args[0].value if n.args and isinstance(n.args[0], ast.Constant) else 0
+            dims.add(literal if literal in (1, 2, 3) else 0)
+    return dims
+
+
+def _float_index_help(node: ast.AST, stable: dict[str, ir.Expr]) -> str:
+    """Why an index is a float, where it is a true division (Python's `/`, also through a name)."""
+    value = stable.get(node.id) if isinstance(node, ast.Name) else None
+    division = isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) or (
+        isinstance(value, ir.BinOp) and value.op == "/")
+    if division:
+        return "`/` is true division, which gives a float; divide indices with `//`"
+    return "cast it to an integer: `i64(...)`"
 
 
 def _always_returns(body: list[ir.Stmt]) -> bool:
@@ -145,7 +168,7 @@ class _KernelTyper(RecordAccess, ComplexNumbers, TupleAssignment, WitnessForms, 
     unsupported_help = _UNSUPPORTED_HELP
 
     def __init__(self, source: KernelSource, refined: dict[str, Scalar], functions: _DeviceFunctions,
-                 device_fn: ast.FunctionDef | None = None) -> None:
+                 device_fn: ast.FunctionDef | None = None, hints: WitnessHints | None = None) -> None:
         super().__init__(source)
         self.functions = functions
         self.device_fn = device_fn
@@ -163,13 +186,24 @@ class _KernelTyper(RecordAccess, ComplexNumbers, TupleAssignment, WitnessForms, 
         self.stable: dict[str, ir.Expr] = {}
         self.depth = 0
         body_node = device_fn if device_fn is not None else source.node
+        calls = _index_calls(body_node, self.ns)
         #: a kernel indexing with index_2d()/index_3d() keeps the spelled-out 1-D index a plain integer
-        self.multi_dim = _indexes_in_several_dims(body_node, self.ns)
+        self.multi_dim = bool(calls - {1})
+        #: a kernel that calls index_Nd() or grid(n) keeps its spelled-out index 1-D
+        self.calls_index = bool(calls)
+        #: what earlier passes learnt of the thread indices, and what this one sees (WitnessForms)
+        self.hints = hints or WitnessHints()
+        self.spelled_axes: set[str] = set()
+        self.witness_copies: dict[str, WitnessT] = {}
+        self.stride_steps: dict[str, int] = {}
         #: how often each name is bound in the function (a loop variable counts twice)
         self.assign_counts: dict[str, int] = {}
+        #: how many places bind each name (an assignment, an augmented one, a loop)
+        self.binding_sites: dict[str, int] = {}
         for node in ast.walk(body_node):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 self.assign_counts[node.id] = self.assign_counts.get(node.id, 0) + 1
+                self.binding_sites[node.id] = self.binding_sites.get(node.id, 0) + 1
             if isinstance(node, (ast.AugAssign, ast.For)) and isinstance(node.target, ast.Name):
                 self.assign_counts[node.target.id] = self.assign_counts.get(node.target.id, 0) + 1
 
@@ -346,8 +380,11 @@ class _KernelTyper(RecordAccess, ComplexNumbers, TupleAssignment, WitnessForms, 
         if local is None:
             ty = self.refined.get(name, value.ty)
             if isinstance(value.ty, WitnessT):
-                if isinstance(value, ir.Var) and self.assign_counts.get(name, 0) > 1:
-                    # `k = i` then `k += stride`: the copy is a plain index, not a witness
+                if (isinstance(value, ir.Var) and self.assign_counts.get(name, 0) > 1
+                        and name not in self.hints.stepped_copies):
+                    # `k = i` then `k = ...`: the copy is a plain index, not a witness (unless every
+                    # later binding steps it by the grid's total threads, which a pass learns)
+                    self.witness_copies[name] = value.ty
                     self.locals[name] = _Local(I64)
                     return ir.Assign(name=name, value=ir.Var(I64, name=value.name, src=value.src), src=node)
                 self.locals[name] = _Local(value.ty, witness=True)
@@ -360,13 +397,15 @@ class _KernelTyper(RecordAccess, ComplexNumbers, TupleAssignment, WitnessForms, 
             return ir.Assign(name=name, value=value, src=node)
         if local.witness and self.grid_stride_step(name, local, value):
             return ir.Assign(name=name, value=value, src=node)
+        if name in self.witness_copies and self.grid_stride_step(name, _Local(self.witness_copies[name]), value):
+            self.stride_steps[name] = self.stride_steps.get(name, 0) + 1
         if local.witness:
-            stride = isinstance(local.ty, WitnessT) and local.ty.dims == 1
+            stride = isinstance(local.ty, WitnessT)
             self.fail("BT0384", target, f"cannot assign twice to thread index `{name}`",
                       label="a ThreadIndex witness is immutable" + (
                           ", but for a step of the grid's total threads" if stride else ""),
                       help=f"compute into a new name, e.g. `k = {name} + 1`; only `{name}` itself can index a disjoint write"
-                      + (f"; a grid-stride loop steps `{name} += simt.gridsize(1)`" if stride else ""))
+                      + (f"; a grid-stride loop steps `{name} += {grid_total_spelling(local.ty)}`" if stride else ""))
         if isinstance(local.ty, Weak) and not isinstance(value_type(value.ty), Weak):
             self.refine(name, value_type(value.ty), node)
             return ir.Assign(name=name, value=value, src=node)
@@ -431,8 +470,9 @@ class _KernelTyper(RecordAccess, ComplexNumbers, TupleAssignment, WitnessForms, 
                       help="give the loop its own variable name")
         existing = self.locals.get(name)
         if existing is None and self.grid_stride_range(name, start, step):
-            # range(index_1d(), n, <grid's total threads>): every value is in this thread's residue class
-            self.locals[name] = _Local(WitnessT(1, 0), witness=True)
+            # range(<witness>, n, <grid's total threads along its axis>): every value is in this
+            # thread's residue class along that axis
+            self.locals[name] = _Local(start.ty, witness=True)
         elif existing is None:
             self.locals[name] = _Local(self.refined.get(name, ty))
         elif isinstance(existing.ty, Weak) and not isinstance(ty, Weak):
@@ -519,6 +559,10 @@ class _KernelTyper(RecordAccess, ComplexNumbers, TupleAssignment, WitnessForms, 
             if not isinstance(ty, (SliceT, TensorT)):
                 self.type_mismatch(node, "`.shape`", "a slice or tensor", ty)
             return ir.ParamRef(ShapeT(ty.rank), name=node.value.id, src=node)
+        ported = foreign_name(node.value, self.ns) or foreign_name(node, self.ns)
+        if ported is not None:
+            self.fail("BT0425", node, f"`{ast.unparse(node)}` is {ported[0]}'s, not a kernel value",
+                      help=f"write {ported[1]}" + (f".{node.attr}" if foreign_name(node.value, self.ns) else ""))
         self.fail("BT0425", node, f"no attribute `{ast.unparse(node)}` in kernels",
                   help="parameters have `.shape` and `.size`; thread geometry is under `simt.`")
 
@@ -573,15 +617,41 @@ class _KernelTyper(RecordAccess, ComplexNumbers, TupleAssignment, WitnessForms, 
         for idx_node in index_nodes:
             idx = self.expr(idx_node)
             if not is_intlike(value_type(idx.ty)):
-                self.type_mismatch(idx_node, "an index", "an integer", idx.ty)
+                self.type_mismatch(idx_node, "an index", "an integer", idx.ty,
+                                   help=_float_index_help(idx_node, self.stable))
             if isinstance(idx.ty, Weak):
                 idx = self.coerce(idx, I64, idx_node)
+            self.check_constant_index(param, len(indices), idx_node)
             indices.append(idx)
         return param, indices
+
+    def check_constant_index(self, param: ir.Param, axis: int, node: ast.AST) -> None:
+        """A constant index must name an element: not negative (kernels do not count from the end),
+        and within a static shared array's extent."""
+        k = fold_constant(node, self.consts)
+        if not isinstance(k, int) or isinstance(k, bool):
+            return
+        shape = param.ty.shape if isinstance(param.ty, SharedT) and not (param.ty.dynamic or param.ty.view) else ()
+        if k < 0:
+            self.fail("BT0600", node, f"index {k} is before the start of `{param.name}`",
+                      label="a negative index does not count from the end in kernels",
+                      help=f"index from the start: `{param.name}[len({param.name}) - {-k}]`" if param.ty.rank == 1
+                      else "index from the start of each axis")
+        if shape and k >= shape[axis]:
+            along = "" if len(shape) == 1 else f" along axis {axis}"
+            self.fail("BT0600", node, f"index {k} is past the end of shared array `{param.name}`",
+                      label=f"`{param.name}` has {shape[axis]} elements{along}")
 
     def expr_Call(self, node: ast.Call):
         func = node.func
         dotted = resolve_dotted(func, self.ns)
+        ported = None if isinstance(func, ast.Name) and (func.id in self.functions.defs or func.id in self.locals) \
+            else foreign_call_help(node, self.ns)
+        if ported is not None:   # numba's, NumPy's or Python's name for what kernels spell otherwise
+            self.fail("BT0425", func, ported[0], help=ported[1])
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.poisoned
+                and func.value.id not in self.locals):
+            raise Abort  # a method of a parameter whose annotation was already reported
         if node.keywords and not (dotted and dotted.startswith(SIMT_MODULE + ".")):
             self.fail("BT0200", node, "keyword arguments are not supported in kernel calls")
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.params:
@@ -618,7 +688,8 @@ class _KernelTyper(RecordAccess, ComplexNumbers, TupleAssignment, WitnessForms, 
                       help="kernels are launched from the host; move the shared code into a `@simt.device` function"
                       if is_kernel else "decorate it with `@simt.device` to call it from kernels")
         self.fail("BT0425", func, f"cannot find function `{ast.unparse(func)}` for kernels",
-                  help="kernels call casts (f32(x)), len(), math functions and simt intrinsics")
+                  help=foreign_type_help(func, self.ns)
+                  or "kernels call casts (f32(x)), len(), math functions and simt intrinsics")
 
     def call_grid(self, node: ast.Call, name: str) -> ir.Expr:
         """numba's spellings: ``grid(n)`` is this thread's index along x (, y (, z)), ``gridsize(n)``

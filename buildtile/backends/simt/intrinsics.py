@@ -37,6 +37,8 @@ INT_MATH = {"min", "max"}
 PURE_INTRINSICS = {"mulhi", "philox", "uniform", "normal"}
 #: shared arrays have at most this many axes
 MAX_SHARED_RANK = 3
+#: the static shared memory one block may declare (CUDA's limit without an opt-in)
+STATIC_SHARED_BYTES = 48 * 1024
 #: atomic methods: name -> (operation, values after the index)
 _ATOMIC_METHODS = {"atomic_add": ("add", 1), "atomic_min": ("min", 1), "atomic_max": ("max", 1),
                    "atomic_exchange": ("exchange", 1), "atomic_cas": ("cas", 2)}
@@ -236,9 +238,20 @@ class SimtCalls(BaseTyper):
             size = 1
             for n in shape:
                 size *= n
-            if size * elem.bits // 8 > 48 * 1024:
-                what = shape[0] if len(shape) == 1 else " x ".join(map(str, shape))
-                self.fail("BT0600", node, f"{what} x {elem} is more than the 48 KiB of static shared memory a block has")
+            what = shape[0] if len(shape) == 1 else " x ".join(map(str, shape))
+            larger = ("use smaller arrays, or one `simt.dynamic_shared_array(T)` sized by the contract's "
+                      "`dynamic_shared=` (up to the device's limit)")
+            if size * elem.bits // 8 > STATIC_SHARED_BYTES:
+                self.fail("BT0600", node, f"{what} x {elem} is more than the 48 KiB of static shared memory "
+                          "a block has", help=larger)
+            declared = {n: p.ty.size * p.ty.elem.bits // 8 for n, p in self.shared.items()
+                        if not (p.ty.dynamic or p.ty.view)}
+            total = sum(declared.values()) + size * elem.bits // 8
+            if total > STATIC_SHARED_BYTES:
+                names = ", ".join(f"`{n}`" for n in declared)
+                self.fail("BT0600", node, f"the kernel's shared arrays take {total} bytes: more than the 48 KiB "
+                          "of static shared memory a block has",
+                          label=f"{what} x {elem}, after {names}", help=larger)
             return ir.Intrinsic(SharedT(elem, size, rank=len(shape), shape=shape), name="shared_array", src=node)
         if name == "dynamic_shared_array":
             if self.device_fn is not None:
@@ -262,6 +275,18 @@ class SimtCalls(BaseTyper):
         self.fail("BT0425", node.func, f"cannot find function `simt.{name}`",
                   help=f"did you mean `simt.{close[0]}`?" if close else f"simt functions: {', '.join(known)}")
 
+    def run_time_name(self, node: ast.AST) -> str | None:
+        """A label naming the local or parameter that keeps ``node`` from being a compile-time
+        constant (a local bound to a constant is still a run-time value), or None."""
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and n.id not in self.consts:
+                if n.id in self.params:
+                    known = "its value is" if isinstance(self.params[n.id].ty, Scalar) else "its extents are"
+                    return f"`{n.id}` is a parameter: {known} known only at launch"
+                if n.id in self.locals:
+                    return f"`{n.id}` is a local variable, not a constant"
+        return None
+
     def shared_shape(self, node: ast.AST) -> tuple[int, ...]:
         """The extents of a static shared array: a positive constant, or a tuple of up to 3 of them."""
         items = node.elts if isinstance(node, ast.Tuple) else [node]
@@ -272,9 +297,13 @@ class SimtCalls(BaseTyper):
             n = fold_constant(item, self.consts)
             if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
                 what = "the length" if len(items) == 1 else "each extent"
+                run_time = self.run_time_name(item)
                 self.fail("BT0308", item, f"{what} of a shared array is a positive constant",
-                          help="shared memory is sized at compile time; for a size known at launch use "
-                               "`simt.dynamic_shared_array(T)`")
+                          label=run_time or "",
+                          help=("shared memory is sized at compile time: "
+                                + ("write the size with literals and module constants (a value fixed for "
+                                   "every launch can be bound at module level: `N = 256`); " if run_time else "")
+                                + "for a size known at launch use `simt.dynamic_shared_array(T)`"))
             shape.append(n)
         return tuple(shape)
 
@@ -294,8 +323,11 @@ class SimtCalls(BaseTyper):
         if "width" in keywords:
             width = fold_constant(keywords["width"], self.consts)
             if not isinstance(width, int) or isinstance(width, bool) or not 1 <= width <= 32 or width & (width - 1):
+                run_time = self.run_time_name(keywords["width"])
                 self.fail("BT0308", keywords["width"], "the width of a shuffle is a constant power of two up to 32",
-                          label="1, 2, 4, 8, 16 or 32", help="lanes shuffle within segments of `width` lanes")
+                          label=run_time or "1, 2, 4, 8, 16 or 32",
+                          help="lanes shuffle within segments of `width` lanes"
+                          + ("; write it with literals and module constants" if run_time else ""))
         # the width travels as a constant argument: it becomes part of the instruction
         args = [value, lane, ir.Const(I32, value=width, src=keywords.get("width", node))]
         if "mask" in keywords:

@@ -20,12 +20,16 @@ The indices proven to be this thread's own, each an injection from threads
   and factors in any order, which is ``index_1d()`` spelled out (the typer
   makes it one, in kernels that use no 2-D/3-D index). Each is unique per
   thread of a launch of its dimension (the contract and the host enforce it).
-* **A grid-stride witness** (the typer proves it): a 1-D witness only ever
-  stepped by ``i += T``, or ``for i in range(<1-D witness>, n, T)``, where
-  ``T`` is the grid's total threads (``grid_dim.x * block_dim.x`` in either
-  order, or ``simt.gridsize(1)``). Thread ``t < T`` only ever holds
-  ``t + k*T``: its residue class modulo ``T``, which no other thread's index
-  enters. Any other step (``i += 2``, ``i += block_dim.x``) is refused.
+* **A grid-stride witness** (the typer proves it): a witness only ever
+  stepped by ``i += T``, or ``for i in range(<witness>, n, T)``, where
+  ``T`` is the grid's total threads along the witness's axis
+  (``grid_dim.x * block_dim.x`` in either order, or ``simt.gridsize(1)``, for
+  a 1-D witness or the last component of a 2-D/3-D one; ``.y`` and ``.z`` for
+  the others, as ``simt.gridsize(n)`` returns them). Thread ``t < T`` along
+  that axis only ever holds ``t + k*T``: its residue class modulo ``T``, which
+  no other thread's component enters, so a tuple of such components, one per
+  axis, is one thread's own as the witness is. Any other step (``i += 2``,
+  ``i += block_dim.x``) is refused.
 * **A row-major linearisation** of a 2-D/3-D witness, into a rank-1 view:
   ``row * n + col`` (terms and factors in any order; nested for 3-D:
   ``(z * ny + y) * nx + x``) where every place that reads it is guarded by
@@ -47,6 +51,7 @@ from buildtile.diagnostics import Diagnostic
 from buildtile.backends.common.ownership import OwnershipReport, why_not_own
 from buildtile.backends.simt import ir
 from buildtile.backends.simt.types import Scalar, SliceT, TensorT, WitnessT, value_type
+from buildtile.backends.simt.witnesses import grid_total_spelling
 
 
 def check(kernel: ir.KernelIR, source: KernelSource) -> list[Diagnostic]:
@@ -79,8 +84,12 @@ def _check_body(body: list[ir.Stmt], params: dict, report, function: str | None)
                "wrap the code that declares and uses shared memory in `with simt.unsafe():`")
 
     stable = _stable_locals(body)
-    # loops that start at the thread's index but step by other than the grid's total threads
-    off_stride = {s.var for s in ir.walk_stmts(body) if isinstance(s, ir.ForRange) and isinstance(s.start.ty, WitnessT)}
+    # plain locals that began as the thread's index, for the refusals to say so: the variable of a
+    # loop that starts there but steps by other than the grid's total threads (-> the witness type),
+    # and a copy bound to other values too (-> ("copy", the witness's name, its type))
+    off_stride = {s.var: s.start.ty for s in ir.walk_stmts(body)
+                  if isinstance(s, ir.ForRange) and isinstance(s.start.ty, WitnessT)}
+    off_stride.update({name: ("copy", *of) for name, of in _reassigned_copies(body).items()})
 
     def visit(stmts: list[ir.Stmt], unsafe: bool, facts: frozenset) -> None:
         for stmt in stmts:
@@ -132,7 +141,7 @@ def _check_body(body: list[ir.Stmt], params: dict, report, function: str | None)
 
 
 def _check_own_index(name: str, ty, indices: list[ir.Expr], node, verb: str, report, orders: dict,
-                     facts: frozenset, stable: dict, off_stride: set[str]) -> None:
+                     facts: frozenset, stable: dict, off_stride: dict) -> None:
     rank = ty.rank if isinstance(ty, TensorT) else 1
     if rank == 1 and not _is_witness(indices[0]):
         form = _linear(indices[0], facts, stable)
@@ -276,10 +285,26 @@ def _linear_axes(e: ir.Expr, facts: frozenset, stable: dict):
     return None
 
 
-def _why_not_own(idx: ir.Expr, off_stride: set[str]) -> str:
+def _reassigned_copies(body: list[ir.Stmt]) -> dict[str, tuple[str, WitnessT]]:
+    """Plain locals that copy a witness (``k = i``), with the witness's name and type: the typer
+    keeps a copy a witness only where every later binding steps it by the grid's total threads,
+    so these are bound otherwise."""
+    read_as = {e.name: e.ty for e in ir.walk_exprs(body) if isinstance(e, ir.Var)}   # a local's final type
+    return {s.name: (s.value.name, read_as[s.value.name]) for s in ir.walk_stmts(body)
+            if isinstance(s, ir.Assign) and isinstance(s.value, ir.Var)
+            and isinstance(read_as.get(s.value.name), WitnessT) and not isinstance(read_as.get(s.name), WitnessT)}
+
+
+def _why_not_own(idx: ir.Expr, off_stride: dict) -> str:
+    if isinstance(idx, ir.Var) and isinstance(off_stride.get(idx.name), tuple):
+        _, witness, ty = off_stride[idx.name]
+        return (f"`{idx.name}` copies the thread index `{witness}` but is bound to other values too, so it "
+                f"may hold another thread's index (a copy only ever stepped by `{grid_total_spelling(ty)}` "
+                "stays this thread's own)")
     if isinstance(idx, ir.Var) and idx.name in off_stride:
-        return (f"`{idx.name}` starts at this thread's index but steps by other than the grid's total threads "
-                "(`simt.gridsize(1)`), so it reaches other threads' elements")
+        along = "" if off_stride[idx.name].dims == 1 else " along its axis"
+        return (f"`{idx.name}` starts at this thread's index but steps by other than the grid's total threads"
+                f"{along} (`{grid_total_spelling(off_stride[idx.name])}`), so it reaches other threads' elements")
     if isinstance(idx, ir.Load):
         return "an index read from memory may repeat across threads"
     return why_not_own(idx, "a ThreadIndex", "element", "thread")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from buildtile.backends.simt.spellings import foreign_type_help
 from buildtile.backends.simt.types import BOOL, COMPLEX, SCALARS, Scalar, SharedT, SliceT, TensorT
 from buildtile.discovery import resolve_dotted
 
@@ -29,7 +30,8 @@ def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str], reco
         kind = resolve_dotted(annotation.value, namespace)
         short = kind.rsplit(".", 1)[-1] if kind and kind.startswith(TYPES_MODULE + ".") else None
         if short not in _PARAM_KINDS:
-            return None, f"`{ast.unparse(annotation.value)}` is not a buildtile parameter kind"
+            return None, (foreign_type_help(annotation.value, namespace)
+                          or f"`{ast.unparse(annotation.value)}` is not a buildtile parameter kind")
         family, access = _PARAM_KINDS[short]
         args = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
         elem = scalar_of(args[0], namespace)
@@ -38,7 +40,7 @@ def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str], reco
                 return None, "atomics take scalar elements, not records"
             elem = records[args[0].id]
         if elem is None:
-            return None, f"`{ast.unparse(args[0])}` is not a scalar type"
+            return None, foreign_type_help(args[0], namespace) or f"`{ast.unparse(args[0])}` is not a scalar type"
         if family == "slice":
             if len(args) != 1:
                 return None, f"`{short}` takes one argument: the element type"
@@ -54,7 +56,7 @@ def parse_param_type(annotation: ast.AST | None, namespace: dict[str, str], reco
         return TensorT(elem, args[1].value, access), None
     scalar = scalar_of(annotation, namespace)
     if scalar is None:
-        return None, f"`{ast.unparse(annotation)}` is not a buildtile type"
+        return None, foreign_type_help(annotation, namespace) or f"`{ast.unparse(annotation)}` is not a buildtile type"
     return scalar, None
 
 
