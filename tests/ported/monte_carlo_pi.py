@@ -17,4 +17,4 @@ def compute_pi(seed: u64, iterations: i32, out: DisjointSlice[f32]):
         y = random.uniform(seed, draw + u64(1))
         if x * x + y * y <= 1.0:
             inside += 1
-    out[thread_id] = f32(4.0 * inside / iterations)
+    out[thread_id] = 4.0 * inside / iterations
