@@ -165,6 +165,15 @@ ALLOWED = {
     "buildtile.runtime._native",   # the compiled module, imported only by its gateway runtime/native.py
     "torch._C",                    # PyTorch's current-stream query, which it exposes nowhere else
     "buildtile.types._ParamKind",  # tile.Out is made like the other parameter kinds of the language surface
+    # an eager torch op skips the dispatcher only when PyTorch says nothing would intercept the call;
+    # those states are exposed only privately (each read falls back to the dispatcher when missing)
+    "torch._ops",
+    "torch._C._is_torch_function_mode_enabled",
+    "torch._C._len_torch_dispatch_stack",
+    "torch._C._are_functorch_transforms_active",
+    "torch._C._is_tracing",
+    "PROFILER._is_profiler_enabled",
+    "packet._qualified_op_name",
 }
 
 
