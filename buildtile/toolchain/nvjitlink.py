@@ -8,6 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from buildtile.errors import ToolchainError
+from buildtile.toolchain.registers import fit_registers
 
 _LIB_DIRS = ("nvidia/cu13/lib", "nvidia/nvjitlink/lib")
 
@@ -81,7 +82,6 @@ def ptx_to_fitted_cubin(ptx: str, target: str, *, name: str = "kernel.ptx", opt_
     ``opt_level`` 0 the PTX as it is."""
     if opt_level == 0:
         return ptx, ptx_to_cubin(ptx, target, name=name, opt_level=0)
-    from buildtile.toolchain.registers import fit_registers
     return fit_registers(ptx, lambda text: link_ptx(text, target, name=name, opt_level=opt_level, verbose=True))
 
 

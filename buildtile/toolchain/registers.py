@@ -140,22 +140,20 @@ def fit_registers(ptx: str, link: Callable[[str], tuple[bytes, str]]) -> tuple[s
         trial_ptx = with_budgets(ptx, {**chosen, **trial})
         try:
             trial_cubin, trial_log = link(trial_ptx)
+            last = (trial_ptx, trial_cubin)
         except ToolchainError:
             # ptxas refuses a budget below what one instruction needs (a wgmma's accumulators, say):
             # that budget does not fit; the next, larger, may
-            trial_cubin, trial_log = None, ""
-        else:
-            last = (trial_ptx, trial_cubin)
+            trial_log = ""
         trial_usage = parse_usage(trial_log)
         for name, budget in trial.items():
             usage_now = trial_usage.get(name)
             if usage_now is not None and usage_now.spill_stores <= SPILL_ALLOWANCE:
                 chosen[name] = budget
                 del pending[name]
-            elif len(pending[name]) > 1:
-                pending[name] = pending[name][1:]
             else:
-                del pending[name]
+                pending[name] = pending[name][1:]
+        pending = {name: tries for name, tries in pending.items() if tries}
     final = with_budgets(ptx, chosen)
     if final == last[0]:
         return last
