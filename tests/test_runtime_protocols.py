@@ -43,6 +43,21 @@ def test_dlpack_producer_is_given_the_launch_stream():
     assert producer.last_stream == 0xBEEF
 
 
+class _BothProtocols(FakeDLPackArray):
+    """Offers a stream-less array interface too, as JAX arrays do."""
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"version": 2, "shape": self.shape, "typestr": "<f4", "data": (0x1234_0000, False)}
+
+
+def test_dlpack_is_preferred_over_a_stream_less_array_interface():
+    producer = _BothProtocols(0x7F00_0000_2000, (4,))
+    view = array_view(producer, 0xBEEF)
+    assert producer.last_stream == 0xBEEF   # the producer was asked to order its work first
+    assert view.ptr == 0x7F00_0000_2000     # and its tensor, not the interface's pointer, is read
+
+
 def test_dlpack_compact_tensor_gets_row_major_strides():
     view = array_view(FakeDLPackArray(0x7F00_0000_1000, (2, 3, 4)), 0)
     assert view.strides == (12, 4, 1)

@@ -257,10 +257,13 @@ def _classify(cls: type) -> Extractor | None:
         root == "numpy" and _is_subclass_of(cls, "numpy", "generic")
     ):
         return None
-    if hasattr(cls, "__cuda_array_interface__"):
-        return _cai_view
+    # DLPack first where a class offers both: its ``stream=`` handshake has the producer order
+    # its pending work before the launch stream, while an interface without a stream (JAX's,
+    # version 2) promises nothing about work still queued
     if hasattr(cls, "__dlpack__") and hasattr(cls, "__dlpack_device__"):
         return _dlpack_view
+    if hasattr(cls, "__cuda_array_interface__"):
+        return _cai_view
     # instances may carry the interface as an instance attribute
     return _instance_protocol_view
 
@@ -366,10 +369,10 @@ def _dlpack_view(obj: object, stream: int) -> ArrayView:
 
 
 def _instance_protocol_view(obj: object, stream: int) -> ArrayView | None:
-    if hasattr(obj, "__cuda_array_interface__"):
-        return _cai_view(obj, stream)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return _dlpack_view(obj, stream)
+    if hasattr(obj, "__cuda_array_interface__"):
+        return _cai_view(obj, stream)
     return None
 
 
