@@ -69,11 +69,11 @@ class Point:
         return 2 * self.input_bytes + weights
 
 
-def sweep(gib: float = 1.0) -> list[Point]:
+def sweep(gib: float = 1.0, ops=OPS, dtypes=tuple(DTYPES), lengths=ROW_LENGTHS) -> list[Point]:
     points = []
-    for op in OPS:
-        for dtype, eb in DTYPES.items():
-            for cols in ROW_LENGTHS:
+    for op in ops:
+        for dtype, eb in ((d, DTYPES[d]) for d in dtypes):
+            for cols in lengths:
                 rows = int(gib * (1 << 30)) // (cols * eb)
                 if op == "cross_entropy":
                     tile = (LOSS_ROWS[min(cols, 8192)],)
@@ -181,6 +181,10 @@ def main() -> int:
     parser.add_argument("--gib", type=float, default=1.0, help="size of each input in GiB")
     parser.add_argument("--compile-budget", type=float, default=90.0, help="seconds torch.compile may take in all")
     parser.add_argument("--repeat", type=int, default=5, help="timed samples a variant")
+    parser.add_argument("--ops", nargs="+", choices=OPS, default=OPS, help="a subset of the kernels")
+    parser.add_argument("--dtypes", nargs="+", choices=tuple(DTYPES), default=tuple(DTYPES), help="a subset of the dtypes")
+    parser.add_argument("--cols", nargs="+", type=int, choices=ROW_LENGTHS, default=ROW_LENGTHS,
+                        help="a subset of the row lengths")
     args = parser.parse_args()
 
     import torch
@@ -193,7 +197,7 @@ def main() -> int:
     copy_tbs = copy_ceiling_tbs(torch, int(args.gib * (1 << 30)), timing)
     print(f"copy ceiling: {copy_tbs:.2f} TB/s (dst.copy_(src), {args.gib:g} GiB)")
     compile_left = [args.compile_budget]
-    results = [measure(torch, tile, rows_mod, p, compile_left, timing) for p in sweep(args.gib)]
+    results = [measure(torch, tile, rows_mod, p, compile_left, timing) for p in sweep(args.gib, args.ops, args.dtypes, args.cols)]
     torch.cuda.empty_cache()
     return 0 if report(results, copy_tbs) else 1
 

@@ -31,6 +31,9 @@ LOG2E = 1.4426950408889634
 STREAM_SPLIT = 4
 #: elements of logits one block reads per step of the cross-entropy loop
 CE_CHUNK = 8192
+#: a cross-entropy slot's maximum before it has seen an element: finite, so that padding
+#: (-inf) against it gives no inf - inf, and below every finite logit in log2 units
+SLOT_FLOOR = -3.0e38
 
 #: the tile shapes each kernel is compiled for, by row length (the decorators spell them out)
 ROW_TILES = {
@@ -263,28 +266,31 @@ def cross_entropy_f32(logits: Tensor[f32, 2], target: Tensor[i64, 1], loss: tile
     """``logsumexp(logits[r]) - logits[r, target[r]]`` for each row ``r``, in one pass over
     chunks of the row, the next chunk's load in flight while one is summed. Each element slot
     of a chunk keeps its own running maximum and sum of exponentials, so the loop needs no
-    reduction; the slots are combined once, after it. A target outside
-    ``[0, logits.shape[1])`` picks nothing (the loss is the logsumexp)."""
+    reduction, and takes one exponential an element: of the smaller of (its value, its
+    maximum) less the larger, which rescales the sum when the maximum moves and adds the
+    element's share otherwise. The slots are combined once, after the loop, and the target's
+    logit is gathered then. A target outside ``[0, logits.shape[1])`` picks nothing (the
+    loss is the logsumexp)."""
     rows = loss.tile_shape[0]
     cols = CE_CHUNK // rows
     i = loss.tile_id(0)
-    want = tile.load(target, (i,), (rows,)).astype(i32)
-    top = tile.full((rows, cols), -math.inf, f32)       # per slot, in log2 units
-    total = tile.zeros((rows, cols), f32)
-    picked = tile.zeros((rows, cols), f32)
+    top = tile.full((rows, cols), SLOT_FLOOR, f32)      # per slot, in log2 units
+    total = tile.zeros((rows, cols), f32)               # relative to the slot's top
     part = tile.load(logits, (i, 0), (rows, cols), padding=-math.inf)
     for k in tile.range(tile.cdiv(logits.shape[1], cols)):
         ahead = tile.load(logits, (i, k + 1), (rows, cols), padding=-math.inf)    # in flight meanwhile
         chunk = part.astype(f32) * LOG2E
-        picked = tile.where(tile.arange(cols)[None, :] + k * cols == want[:, None], chunk, picked)
-        new_top = tile.maximum(top, chunk)
-        # a slot past the row's end has seen only padding: it holds nothing (and no inf - inf)
-        total = tile.where(new_top == -math.inf, 0.0, total * tile.exp2(top - new_top) + tile.exp2(chunk - new_top))
-        top = new_top
+        gap = chunk - top
+        share = tile.exp2(-tile.abs(gap))
+        total = tile.where(gap > 0.0, total * share + 1.0, total + share)
+        top = tile.maximum(top, chunk)
         part = ahead
     row_top = tile.max(top, axis=1)
     row_total = tile.sum(total * tile.exp2(top - row_top[:, None]), axis=1)
-    loss.store((row_top + tile.log2(row_total) - tile.sum(picked, axis=1)) * (1.0 / LOG2E))
+    row = tile.arange(rows, i64) + i * rows
+    want = tile.load(target, (i,), (rows,))
+    picked = tile.gather(logits, (row, want)).astype(f32)
+    loss.store((row_top + tile.log2(row_total)) * (1.0 / LOG2E) - picked)
 
 
 @tile.kernel(specialize=[{"loss": [32]}, {"loss": [8]}, {"loss": [2]}, {"loss": [1]}],
@@ -293,28 +299,31 @@ def cross_entropy_bf16(logits: Tensor[bf16, 2], target: Tensor[i64, 1], loss: ti
     """``logsumexp(logits[r]) - logits[r, target[r]]`` for each row ``r``, in one pass over
     chunks of the row, the next chunk's load in flight while one is summed. Each element slot
     of a chunk keeps its own running maximum and sum of exponentials, so the loop needs no
-    reduction; the slots are combined once, after it. A target outside
-    ``[0, logits.shape[1])`` picks nothing (the loss is the logsumexp)."""
+    reduction, and takes one exponential an element: of the smaller of (its value, its
+    maximum) less the larger, which rescales the sum when the maximum moves and adds the
+    element's share otherwise. The slots are combined once, after the loop, and the target's
+    logit is gathered then. A target outside ``[0, logits.shape[1])`` picks nothing (the
+    loss is the logsumexp)."""
     rows = loss.tile_shape[0]
     cols = CE_CHUNK // rows
     i = loss.tile_id(0)
-    want = tile.load(target, (i,), (rows,)).astype(i32)
-    top = tile.full((rows, cols), -math.inf, f32)       # per slot, in log2 units
-    total = tile.zeros((rows, cols), f32)
-    picked = tile.zeros((rows, cols), f32)
+    top = tile.full((rows, cols), SLOT_FLOOR, f32)      # per slot, in log2 units
+    total = tile.zeros((rows, cols), f32)               # relative to the slot's top
     part = tile.load(logits, (i, 0), (rows, cols), padding=-math.inf)
     for k in tile.range(tile.cdiv(logits.shape[1], cols)):
         ahead = tile.load(logits, (i, k + 1), (rows, cols), padding=-math.inf)    # in flight meanwhile
         chunk = part.astype(f32) * LOG2E
-        picked = tile.where(tile.arange(cols)[None, :] + k * cols == want[:, None], chunk, picked)
-        new_top = tile.maximum(top, chunk)
-        # a slot past the row's end has seen only padding: it holds nothing (and no inf - inf)
-        total = tile.where(new_top == -math.inf, 0.0, total * tile.exp2(top - new_top) + tile.exp2(chunk - new_top))
-        top = new_top
+        gap = chunk - top
+        share = tile.exp2(-tile.abs(gap))
+        total = tile.where(gap > 0.0, total * share + 1.0, total + share)
+        top = tile.maximum(top, chunk)
         part = ahead
     row_top = tile.max(top, axis=1)
     row_total = tile.sum(total * tile.exp2(top - row_top[:, None]), axis=1)
-    loss.store((row_top + tile.log2(row_total) - tile.sum(picked, axis=1)) * (1.0 / LOG2E))
+    row = tile.arange(rows, i64) + i * rows
+    want = tile.load(target, (i,), (rows,))
+    picked = tile.gather(logits, (row, want)).astype(f32)
+    loss.store((row_top + tile.log2(row_total)) * (1.0 / LOG2E) - picked)
 
 
 @tile.kernel(specialize=[{"loss": [32]}, {"loss": [8]}, {"loss": [2]}, {"loss": [1]}],
@@ -323,25 +332,28 @@ def cross_entropy_f16(logits: Tensor[f16, 2], target: Tensor[i64, 1], loss: tile
     """``logsumexp(logits[r]) - logits[r, target[r]]`` for each row ``r``, in one pass over
     chunks of the row, the next chunk's load in flight while one is summed. Each element slot
     of a chunk keeps its own running maximum and sum of exponentials, so the loop needs no
-    reduction; the slots are combined once, after it. A target outside
-    ``[0, logits.shape[1])`` picks nothing (the loss is the logsumexp)."""
+    reduction, and takes one exponential an element: of the smaller of (its value, its
+    maximum) less the larger, which rescales the sum when the maximum moves and adds the
+    element's share otherwise. The slots are combined once, after the loop, and the target's
+    logit is gathered then. A target outside ``[0, logits.shape[1])`` picks nothing (the
+    loss is the logsumexp)."""
     rows = loss.tile_shape[0]
     cols = CE_CHUNK // rows
     i = loss.tile_id(0)
-    want = tile.load(target, (i,), (rows,)).astype(i32)
-    top = tile.full((rows, cols), -math.inf, f32)       # per slot, in log2 units
-    total = tile.zeros((rows, cols), f32)
-    picked = tile.zeros((rows, cols), f32)
+    top = tile.full((rows, cols), SLOT_FLOOR, f32)      # per slot, in log2 units
+    total = tile.zeros((rows, cols), f32)               # relative to the slot's top
     part = tile.load(logits, (i, 0), (rows, cols), padding=-math.inf)
     for k in tile.range(tile.cdiv(logits.shape[1], cols)):
         ahead = tile.load(logits, (i, k + 1), (rows, cols), padding=-math.inf)    # in flight meanwhile
         chunk = part.astype(f32) * LOG2E
-        picked = tile.where(tile.arange(cols)[None, :] + k * cols == want[:, None], chunk, picked)
-        new_top = tile.maximum(top, chunk)
-        # a slot past the row's end has seen only padding: it holds nothing (and no inf - inf)
-        total = tile.where(new_top == -math.inf, 0.0, total * tile.exp2(top - new_top) + tile.exp2(chunk - new_top))
-        top = new_top
+        gap = chunk - top
+        share = tile.exp2(-tile.abs(gap))
+        total = tile.where(gap > 0.0, total * share + 1.0, total + share)
+        top = tile.maximum(top, chunk)
         part = ahead
     row_top = tile.max(top, axis=1)
     row_total = tile.sum(total * tile.exp2(top - row_top[:, None]), axis=1)
-    loss.store((row_top + tile.log2(row_total) - tile.sum(picked, axis=1)) * (1.0 / LOG2E))
+    row = tile.arange(rows, i64) + i * rows
+    want = tile.load(target, (i,), (rows,))
+    picked = tile.gather(logits, (row, want)).astype(f32)
+    loss.store((row_top + tile.log2(row_total)) * (1.0 / LOG2E) - picked)
