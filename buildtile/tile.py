@@ -162,7 +162,7 @@ DEVICE_FUNCTIONS = (
     "load", "load_like", "store", "zeros", "full", "arange", "where", "astype",
     "reshape", "permute", "transpose", "mma", "sum", "max", "min", "range",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "sin", "cos", "erf",
-    "floor", "ceil", "maximum", "minimum", "pow", "sigmoid", "rand", "randn", "gather", "atomic_add",
+    "floor", "ceil", "maximum", "minimum", "pow", "sigmoid", "gelu", "rand", "randn", "gather", "atomic_add",
 )
 
 load = _device_only("load")
@@ -198,6 +198,7 @@ maximum = _device_only("maximum")
 minimum = _device_only("minimum")
 pow = _device_only("pow")
 sigmoid = _device_only("sigmoid")
+gelu = _device_only("gelu")
 rand = _device_only("rand")
 randn = _device_only("randn")
 gather = _device_only("gather")

@@ -97,7 +97,7 @@ class TileKernel:
         # a generic kernel's parameters take this specialization's dtypes
         self.params = [dict(p, dtype=specialization.param_dtypes.get(p["name"], p["dtype"])) for p in params]
         self.host = HostKernel(host_ir(specialization.lowered.llvm_ir, specialization.symbol),
-                               name or specialization.symbol, params, per_tile=True)
+                               name or specialization.symbol, self.params, per_tile=True)
 
     def __call__(self, *args, grid: tuple[int, int, int] | None = None, schedule: int = -1) -> None:
         """Launch over the tiles of the primary output (the first tile.Out of the highest rank);

@@ -13,6 +13,7 @@ tiles, on a GPU far larger.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -571,6 +572,69 @@ def tile_matmul_f16(run: Run) -> Comparison:
 @check("tiles.matmul_bf16")
 def tile_matmul_bf16(run: Run) -> Comparison:
     return _matmul(run, "matmul_bf16", "bf16")
+
+
+# ----------------------------------------------------------------------------- epilogues
+
+
+def gelu_reference(x: np.ndarray) -> np.ndarray:
+    """torch.nn.functional.gelu (its exact form), in float64."""
+    return x * 0.5 * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2)))
+
+
+def _epilogue_shapes(run: Run, bm: int, bn: int, k_step: int) -> list[tuple[int, int, int]]:
+    """(M, N, K) of an epilogue check's two launches: ragged M and N (on the emulator a tile and a
+    few rows by part of a tile), K shorter than one K step, then longer and no multiple of it."""
+    m, n = run.extent((100, 1500), (bm + 1, bm + 9), bm), run.extent((100, 1500), (bn // 2, bn), bn)
+    short = run.extent((1, k_step), (1, k_step))
+    long = run.extent((k_step + 1, 1000), (k_step + 1, k_step + 24), k_step)
+    return [(m, n, short), (m, n, long)]
+
+
+def _epilogue(run: Run, name: str, dtype: str, epilogue: str) -> Comparison:
+    """A fused-epilogue matmul of example_kernels.epilogues (``epilogue``: "bias_gelu" or
+    "residual") against NumPy in float64 on the same (rounded) inputs."""
+    epilogues = run.module("epilogues")
+    kernel = getattr(epilogues, name)
+    bm, bn = run.tile_shape("c")
+    shapes, got, expected = _epilogue_shapes(run, bm, bn, epilogues.K_STEP), [], []
+    for m, n, k in shapes:
+        a, b = run.normal((m, k), dtype), run.normal((k, n), dtype)
+        product = a.astype(np.float64) @ b.astype(np.float64)
+        out = tile.partition(poisoned((m, n), dtype), [bm, bn])
+        if epilogue == "bias_gelu":
+            bias = run.normal(n, dtype)
+            *_, c = tile_outputs(kernel, device(a, dtype), device(b, dtype), device(bias, dtype), out)
+            expected.append(gelu_reference(product + bias))
+        else:
+            residual = run.normal((m, n), dtype)
+            alpha = np.float32(run.rng.uniform(-2, 2))
+            *_, c = tile_outputs(kernel, device(a, dtype), device(b, dtype), device(residual, dtype), alpha, out)
+            expected.append(float(alpha) * product + residual)
+        got.append(c.to_numpy())
+    want = np.concatenate([e.ravel() for e in expected])
+    (m, n, _), ks = shapes[0], " and ".join(str(k) for _, _, k in shapes)
+    return Comparison(f"{m}x{n}, K={ks}", np.concatenate([g.ravel() for g in got]), want, scaled(want, EPS[dtype]))
+
+
+@check("epilogues.matmul_bias_gelu_bf16")
+def matmul_bias_gelu_bf16(run: Run) -> Comparison:
+    return _epilogue(run, "matmul_bias_gelu_bf16", "bf16", "bias_gelu")
+
+
+@check("epilogues.matmul_bias_gelu_f16")
+def matmul_bias_gelu_f16(run: Run) -> Comparison:
+    return _epilogue(run, "matmul_bias_gelu_f16", "f16", "bias_gelu")
+
+
+@check("epilogues.matmul_residual_bf16")
+def matmul_residual_bf16(run: Run) -> Comparison:
+    return _epilogue(run, "matmul_residual_bf16", "bf16", "residual")
+
+
+@check("epilogues.matmul_residual_f16")
+def matmul_residual_f16(run: Run) -> Comparison:
+    return _epilogue(run, "matmul_residual_f16", "f16", "residual")
 
 
 # ----------------------------------------------------------------------------- attention

@@ -57,6 +57,7 @@
 
 namespace attention = example_kernels::attention;
 namespace cooperative = example_kernels::cooperative;
+namespace epilogues = example_kernels::epilogues;
 namespace memory = example_kernels::memory;
 namespace numbers = example_kernels::numbers;
 namespace ops = example_kernels::ops;
@@ -654,6 +655,58 @@ void tiles_matmul_bf16(const Job& j, void* stream)
     });
 }
 
+template <class T, class Launch>
+void matmul_bias_gelu(const Job& j, void* stream, Launch launch)
+{
+    const Arg &a = j.arg(0, "a"), &b = j.arg(1, "b"), &bias = j.arg(2, "bias"), &c = j.arg(3, "c");
+    auto back = launch(tile_tensor<T, 2>(a), tile_tensor<T, 2>(b), tile_tensor<T, 1>(bias), partitioned<T, 2>(j, c))
+                    .sync_on(stream);
+    given_back(std::get<0>(back), a);
+    given_back(std::get<2>(back), bias);
+    given_back(std::get<3>(back), c);
+}
+
+void epilogues_matmul_bias_gelu_bf16(const Job& j, void* stream)
+{
+    matmul_bias_gelu<buildtile::bf16>(j, stream, [](auto&& a, auto&& b, auto&& bias, auto&& c) {
+        return epilogues::matmul_bias_gelu_bf16(std::move(a), std::move(b), std::move(bias), std::move(c));
+    });
+}
+
+void epilogues_matmul_bias_gelu_f16(const Job& j, void* stream)
+{
+    matmul_bias_gelu<buildtile::f16>(j, stream, [](auto&& a, auto&& b, auto&& bias, auto&& c) {
+        return epilogues::matmul_bias_gelu_f16(std::move(a), std::move(b), std::move(bias), std::move(c));
+    });
+}
+
+template <class T, class Launch>
+void matmul_residual(const Job& j, void* stream, Launch launch)
+{
+    const Arg &a = j.arg(0, "a"), &b = j.arg(1, "b"), &residual = j.arg(2, "residual"), &alpha = j.arg(3, "alpha"),
+              &c = j.arg(4, "c");
+    auto back = launch(tile_tensor<T, 2>(a), tile_tensor<T, 2>(b), tile_tensor<T, 2>(residual), f32(alpha),
+                       partitioned<T, 2>(j, c))
+                    .sync_on(stream);
+    given_back(std::get<0>(back), a);
+    given_back(std::get<2>(back), residual);
+    given_back(std::get<4>(back), c);
+}
+
+void epilogues_matmul_residual_bf16(const Job& j, void* stream)
+{
+    matmul_residual<buildtile::bf16>(j, stream, [](auto&& a, auto&& b, auto&& residual, float alpha, auto&& c) {
+        return epilogues::matmul_residual_bf16(std::move(a), std::move(b), std::move(residual), alpha, std::move(c));
+    });
+}
+
+void epilogues_matmul_residual_f16(const Job& j, void* stream)
+{
+    matmul_residual<buildtile::f16>(j, stream, [](auto&& a, auto&& b, auto&& residual, float alpha, auto&& c) {
+        return epilogues::matmul_residual_f16(std::move(a), std::move(b), std::move(residual), alpha, std::move(c));
+    });
+}
+
 void attention_attention(const Job& j, void* stream)
 {
     using buildtile::bf16;
@@ -703,6 +756,10 @@ const std::map<std::string, Runner>& runners()
         {"tiles.matmul_f16", tiles_matmul_f16},
         {"tiles.matmul_bf16", tiles_matmul_bf16},
         {"attention.attention", attention_attention},
+        {"epilogues.matmul_bias_gelu_bf16", epilogues_matmul_bias_gelu_bf16},
+        {"epilogues.matmul_bias_gelu_f16", epilogues_matmul_bias_gelu_f16},
+        {"epilogues.matmul_residual_bf16", epilogues_matmul_residual_bf16},
+        {"epilogues.matmul_residual_f16", epilogues_matmul_residual_f16},
     };
     return table;
 }

@@ -450,6 +450,34 @@ def make_jobs(seed: int = 2024, package: str = PACKAGE) -> list[Job]:
                          Scalar("causal", "bool", causal), arr("out", poison((1, 2, seq_q, d), "bf16"), "bf16")],
                         close("out", attention_reference(q, k, v, float(scale), causal), 2e-2, 2e-2, bf16_values),
                         tile=(1, 1, rows, d)))
+    # --- Tile: example_kernels.epilogues, each tile shape in both dtypes; K under one step of 64 and over it
+    for dtype in ("bf16", "f16"):
+        for tile, (mm, nn, kk) in [((128, 256), (300, 520, 200)), ((128, 128), (257, 136, 40)),
+                                   ((64, 64), (70, 50, 45))]:
+            fa, fb, fbias, fres = randn((mm, kk)), randn((kk, nn)), randn(nn), randn((mm, nn))
+            if dtype == "f16":
+                da, db, dbias, dres = (x.astype(np.float16) for x in (fa, fb, fbias, fres))
+                decode, eps_out = None, 2.0 ** -11
+                va, vb, vbias, vres = (x.astype(np.float64) for x in (da, db, dbias, dres))
+            else:
+                da, db, dbias, dres = (bf16_bits(x) for x in (fa, fb, fbias, fres))
+                decode, eps_out = bf16_values, 2.0 ** -8
+                va, vb, vbias, vres = (bf16_values(x).astype(np.float64) for x in (da, db, dbias, dres))
+            product = va @ vb                                   # on the rounded inputs
+            tol = (2 * eps_out, 2 * eps_out * math.sqrt(kk))
+            z = product + vbias
+            gelu = z * 0.5 * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
+            jobs.append(Job(f"epilogues.matmul_bias_gelu_{dtype}.t{tile[0]}x{tile[1]}",
+                            f"epilogues.matmul_bias_gelu_{dtype}",
+                            [arr("a", da, dtype), arr("b", db, dtype), arr("bias", dbias, dtype),
+                             arr("c", poison((mm, nn), dtype), dtype)],
+                            close("c", gelu, *tol, decode), tile=tile))
+            alpha = np.float32(-1.5)
+            jobs.append(Job(f"epilogues.matmul_residual_{dtype}.t{tile[0]}x{tile[1]}",
+                            f"epilogues.matmul_residual_{dtype}",
+                            [arr("a", da, dtype), arr("b", db, dtype), arr("residual", dres, dtype),
+                             Scalar("alpha", "f32", alpha), arr("c", poison((mm, nn), dtype), dtype)],
+                            close("c", float(alpha) * product + vres, *tol, decode), tile=tile))
     assert len({j.id for j in jobs}) == len(jobs), "job ids must be unique"
     return jobs
 

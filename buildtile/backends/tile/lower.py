@@ -23,6 +23,7 @@ tensor maps after the tile schedule (``hopper``).
 from __future__ import annotations
 
 import functools
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -44,6 +45,7 @@ from buildtile.backends.common.llvm import (
     floor_div,
     floor_mod,
     intrinsic,
+    is_half,
     libdevice,
     new_module,
     reg_type,
@@ -59,7 +61,7 @@ from buildtile.backends.tile.hopper import wgmma
 from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.mma_operands import OPERAND_ALIGN
 from buildtile.backends.tile.plan import Plan
-from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, value_type
+from buildtile.backends.tile.types import BOOL, F32, Scalar, TileT, Weak, value_type
 from buildtile.interop.abi import TILE_SCHEDULE
 
 SMEM = "__buildtile_tile_smem"
@@ -579,11 +581,26 @@ class _Emitter:
         if name == "sigmoid":
             e = self.math("exp", ty, [b.fneg(args[0])])
             return round_half(b, b.fdiv(t(1.0), b.fadd(t(1.0), e)), ty)
+        if name in ("gelu", "gelu_tanh"):
+            return round_half(b, self.gelu(name == "gelu_tanh", F32 if is_half(ty) else ty, args[0]), ty)
         if name in _LLVM_MATH:
             out = b.call(intrinsic(self.module, _LLVM_MATH[name], t, len(args)), args)
         else:
             out = b.call(libdevice(self.module, name, t, len(args)), args)
         return round_half(b, out, ty)
+
+    def gelu(self, tanh_form: bool, ty: Scalar, x: lir.Value) -> lir.Value:
+        """torch's gelu in ``ty`` (f16/bf16 are computed in f32 and rounded once, by the caller):
+        ``x/2 * (1 + erf(x/sqrt(2)))``, or ``x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``."""
+        b = self.b
+        t = reg_type(ty)
+        if tanh_form:
+            cube = b.fmul(b.fmul(x, x), x)
+            inner = b.fmul(t(math.sqrt(2.0 / math.pi)), b.fadd(x, b.fmul(t(0.044715), cube)))
+            curve = self.math("tanh", ty, [inner])
+        else:
+            curve = self.math("erf", ty, [b.fmul(x, t(math.sqrt(0.5)))])
+        return b.fmul(b.fmul(x, t(0.5)), b.fadd(t(1.0), curve))
 
 
 def _align(n: int, to: int) -> int:

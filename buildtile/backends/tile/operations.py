@@ -21,6 +21,8 @@ from buildtile.backends.tile.params import scalar_type
 MATH = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "abs": 1, "tanh": 1, "sin": 1,
         "cos": 1, "erf": 1, "floor": 1, "ceil": 1, "sigmoid": 1, "maximum": 2, "minimum": 2, "pow": 2}
 INT_MATH = {"abs", "maximum", "minimum"}
+#: ``tile.gelu(x, approximate=...)``: torch's two forms, each lowered as a composition of other math
+GELU_FORMS = {"none": "gelu", "tanh": "gelu_tanh"}
 REDUCTIONS = ("sum", "max", "min")
 
 
@@ -316,23 +318,46 @@ class TileOperations(TileShapes):
             self.type_mismatch(node, what, "a tile", value.ty)
         return value
 
+    def call_gelu(self, node: ast.Call):
+        args = self.bind_args(node, "tile.gelu", ["x", "approximate"], {"approximate": None})
+        form = args["approximate"]
+        name = GELU_FORMS["none"] if form is None else self.gelu_form(form)
+        return self.elementwise_math(name, [args["x"]], node)
+
+    def gelu_form(self, form: ast.AST) -> str:
+        """The math function of ``approximate=<form>``: a string literal naming one of torch's forms."""
+        value = form.value if isinstance(form, ast.Constant) else None
+        if value not in GELU_FORMS:
+            accepted = " or ".join(f'"{k}"' for k in GELU_FORMS)
+            given = f'"{value}"' if isinstance(value, str) else ast.unparse(form)
+            self.fail("BT0308", form, f"`tile.gelu` takes approximate={accepted}, not {given}",
+                      label="not one of the forms tile.gelu computes",
+                      help='approximate="none" is the exact form (with erf), approximate="tanh" '
+                           "its tanh approximation, as in torch.nn.functional.gelu")
+        return GELU_FORMS[value]
+
     def math_call(self, node: ast.Call, name: str):
         arity = MATH[name]
         if node.keywords or len(node.args) != arity:
             self.fail("BT0308", node, f"`{name}` takes {arity} argument{'s' if arity > 1 else ''}")
-        values = [self.expr(a) for a in node.args]
+        return self.elementwise_math(name, node.args, node)
+
+    def elementwise_math(self, name: str, arg_nodes: list[ast.AST], node: ast.Call):
+        """``name`` over tiles or scalars (broadcast together), float-only unless in INT_MATH."""
+        values = [self.expr(a) for a in arg_nodes]
         if any(isinstance(v.ty, TileT) for v in values):
-            dtype, shape, values = self.elementwise(values, node.args, node)
+            dtype, shape, values = self.elementwise(values, arg_nodes, node)
             ty = TileT(dtype, shape)
         else:
             ty = values[0].ty if len(values) == 1 else self.unify(values[0], values[1], node)
             ty = value_type(ty)
             if isinstance(ty, Weak):
                 ty = F32 if name not in INT_MATH else ty.default
-            values = [self.coerce(v, ty, n) for v, n in zip(values, node.args)]
+            values = [self.coerce(v, ty, n) for v, n in zip(values, arg_nodes)]
             dtype = ty
         if dtype == BOOL or not (dtype.is_float or name in INT_MATH):
-            self.type_mismatch(node, f"`{name}`", "floats", dtype, help="convert with .astype(f32) first")
+            self.type_mismatch(node, f"`{name.partition('_')[0]}`", "floats", dtype,
+                               help="convert with .astype(f32) first")
         return ir.Math(ty, name=name, args=values, src=node)
 
     def astype(self, value: ir.Expr, dtype: Scalar, node) -> ir.Expr:
