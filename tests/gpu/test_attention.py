@@ -48,20 +48,10 @@ def cpu_cases():
 
 @pytest.fixture(scope="module")
 def cuda_kernels(tmp_path_factory):
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch has no CUDA")
-    from buildtile.errors import BuildtileError
+    from kernel_packages import example_or_compiled
 
-    try:
-        from example_kernels import attention
-        attention.attention.signature       # compiled into the installed example project
-        yield attention
-        return
-    except (ImportError, AttributeError, BuildtileError):
-        pass
-    from kernel_packages import compiled_for_this_gpu
-
-    with compiled_for_this_gpu(SOURCE, "btattention", tmp_path_factory.mktemp("attention")) as ops:
+    with example_or_compiled("attention", "attention", SOURCE, "btattention",
+                             tmp_path_factory.mktemp("attention")) as ops:
         yield ops
 
 

@@ -49,20 +49,10 @@ def _cases():
 
 @pytest.fixture(scope="module")
 def example_kernels(tmp_path_factory):
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch has no CUDA")
-    from buildtile.errors import BuildtileError
+    from kernel_packages import example_or_compiled
 
-    try:
-        from example_kernels import epilogues
-        epilogues.matmul_bias_gelu_bf16.signature       # compiled into the installed example project
-        yield epilogues
-        return
-    except (ImportError, AttributeError, BuildtileError):
-        pass
-    from kernel_packages import compiled_for_this_gpu
-
-    with compiled_for_this_gpu(SOURCE, "btepilogues", tmp_path_factory.mktemp("epilogues")) as ops:
+    with example_or_compiled("epilogues", "matmul_bias_gelu_bf16", SOURCE, "btepilogues",
+                             tmp_path_factory.mktemp("epilogues")) as ops:
         yield ops
 
 
