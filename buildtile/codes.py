@@ -94,13 +94,14 @@ _ENTRIES = [
         buildtile.toolchain.ptx.llvm_to_ptx(ir, "sm_80")
         """),
     _entry("BT0020", "the toolchain refused generated code", ("build",), """
-        LLVM or nvJitLink rejected what buildtile produced for a kernel.
+        LLVM, nvJitLink or ptxas rejected what buildtile produced for a
+        kernel.
 
         Every kernel that passes the build-time checks should lower to LLVM
         IR, PTX and a cubin. When a step after the checks fails, the kernel
         is not at fault: it is a bug in buildtile, or a tool that is missing
         or too old for the target. The message carries the tool's own text;
-        `buildtile doctor` shows which LLVM and nvJitLink were found.
+        `buildtile doctor` shows which LLVM, nvJitLink and ptxas were found.
         """, """
         # IR that LLVM cannot parse (only buildtile itself produces IR)
         buildtile.toolchain.ptx.llvm_to_ptx("define void @k( {", "sm_80")
@@ -124,6 +125,29 @@ _ENTRIES = [
         $ pip install nvidia-nvvm            # or: export CUDA_HOME=/usr/local/cuda
         $ pip wheel .
         """),
+    _entry("BT0022", "ptxas not found", ("build",), """
+        A kernel must be assembled by NVIDIA's standalone ptxas, and no
+        ptxas was found.
+
+        buildtile turns PTX into cubin with nvJitLink, which needs no CUDA
+        toolkit. nvJitLink assembles in relocatable mode, and there ptxas
+        drops `setmaxnreg`, the instruction a warp-specialised kernel uses
+        to give its math warps the registers its copy warps do not need.
+        Such kernels go to standalone ptxas instead. It ships in the
+        `nvidia-cuda-nvcc` package, needed only to build, never by the
+        users of the wheel: list `buildtile[hopper]` (or buildtile and
+        `nvidia-cuda-nvcc`) in `build-system.requires`. buildtile looks in
+        that package wherever it is on `sys.path`, then on PATH, then under
+        CUDA_HOME and CUDA_PATH; `buildtile doctor` shows what it found.
+        """, """
+        [build-system]
+        requires = ["buildtile"]       # a warp-specialised sm_90a kernel
+        build-backend = "buildtile.build"
+        """, """
+        [build-system]
+        requires = ["buildtile[hopper]"]   # brings nvidia-cuda-nvcc's ptxas
+        build-backend = "buildtile.build"
+        """),
     _entry("BT0024", "compute-sanitizer not found", ("configuration",), """
         `buildtile sanitize` found no compute-sanitizer binary to run the
         program under.
@@ -136,6 +160,60 @@ _ENTRIES = [
         """, """
         $ pip install nvidia-cuda-sanitizer-api-cu12   # or put CUDA's bin/ on PATH
         $ buildtile sanitize --tool memcheck -- python -m example_kernels
+        """),
+    _entry("BT0025", "the assembler serialised a kernel's wgmma instructions", ("build",), """
+        ptxas reported that it serialised a kernel's wgmma instructions
+        ("Potential Performance Loss", codes C7509 to C7516): each
+        matrix multiply waits for the one before it instead of overlapping
+        with it, and a Hopper matmul runs at a fraction of its speed.
+
+        The kernel is correct, only slow, and ptxas says so in its log
+        alone; buildtile reads the log and refuses to ship it. The message
+        quotes ptxas and says what causes it. A call inside the kernel
+        (C7509, C7510) is most often nvJitLink's doing: it assembles in
+        relocatable mode, where even the helper routine of a 64-bit division
+        is a call. Standalone ptxas does not do this, and buildtile uses it
+        for wgmma kernels wherever it is installed (`nvidia-cuda-nvcc`, or
+        `buildtile[hopper]`). The other codes point at the wgmma lowering
+        (please report them) or at a tile too large for the registers.
+        """, """
+        [tool.buildtile]
+        targets = ["sm_90a"]   # tile.mma kernels, built without ptxas
+        """, """
+        $ pip install nvidia-cuda-nvcc     # or build with buildtile[hopper]
+        $ pip wheel .
+        """),
+    _entry("BT0026", "the assembler ignored a kernel's setmaxnreg", ("build",), """
+        ptxas reported that it ignored the `setmaxnreg` instructions of a
+        warp-specialised kernel (C7504, C7508): every warp keeps the
+        register count the kernel started with, so the math warps lack the
+        registers the copy warps were to give up.
+
+        nvJitLink always ignores them (C7504), which is why such kernels go
+        to standalone ptxas; standalone ptxas ignores them when it cannot
+        tell the kernel's starting register count (C7508), which the
+        lowering gives it with `.maxnreg`. Either way the kernel would run
+        slower than it was designed to, so the build stops.
+        """, """
+        # a warp-specialised kernel handed to nvJitLink, or one whose PTX
+        # declares neither .maxnreg nor .minnctapersm
+        """, """
+        # standalone ptxas, and a register count at entry
+        .maxnreg 168
+        """),
+    _entry("BT0027", "the assembler reported a performance loss", ("build",), """
+        ptxas reported a "Potential Performance Loss" that buildtile has no
+        more specific code for (BT0025 and BT0026 cover wgmma and
+        setmaxnreg).
+
+        The kernel is correct but slower than its PTX asks for, and ptxas
+        says so only in its log, so the build stops rather than ship it.
+        The message quotes ptxas; please report it with the kernel's source
+        and the target.
+        """, """
+        # any kernel whose assembly ptxas reports as a performance loss
+        """, """
+        # a kernel ptxas assembles without such a report
         """),
     _entry("BT0030", "a plugin registered a bad backend", ("configuration",), """
         A buildtile plugin registered something that is not a

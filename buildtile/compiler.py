@@ -44,6 +44,7 @@ from buildtile.staging_dirs import new_staging_dir
 from buildtile.stages import STAGES_DIR, stage_file, stage_text
 from buildtile.toolchain.nvjitlink import nvjitlink_version
 from buildtile.toolchain.ptx import llvm_to_ptx, target_arch
+from buildtile.toolchain.ptxas import ptxas_version
 from buildtile.toolchain.registers import VERSION as REGISTER_FIT
 
 
@@ -238,8 +239,9 @@ def _plan_jobs(project: Project, builds: list[KernelBuild], targets: list[str],
                options: CompileOptions) -> dict[str, list[Job]]:
     """One job per entry and target, keyed by the content that decides its bytes."""
     pm = plugin_manager()
+    # ptxas assembles some kernels where it is installed (toolchain.nvjitlink): its version is content too
     toolchain = (f"llvm {'.'.join(map(str, llvm.llvm_version_info))}; nvjitlink {'.'.join(map(str, nvjitlink_version()))}; "
-                 f"{REGISTER_FIT}")
+                 f"ptxas {ptxas_version() or 'none'}; {REGISTER_FIT}")
     plan: dict[str, list[Job]] = {}
     for b in builds:
         k = b.kernel

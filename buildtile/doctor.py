@@ -2,9 +2,9 @@
 
 One line per piece, ``[ok]`` or ``[!!]``, with a fix under each missing one.
 The exit status is 1 only when a build cannot work: a missing GPU, libdevice
-(needed only by kernels that call math functions), ptxas (not used yet) or
-the compiled launch module (the runtime falls back to Python) is reported
-but does not fail.
+(needed only by kernels that call math functions), ptxas (needed only by
+warp-specialised kernels, those that use setmaxnreg) or the compiled launch
+module (the runtime falls back to Python) is reported but does not fail.
 """
 
 from __future__ import annotations
@@ -93,31 +93,17 @@ def _provider(path: Path) -> str:
     return "an unknown CUDA installation"
 
 
-def _ptxas_paths() -> list[Path]:
-    """ptxas from NVIDIA's ``nvidia-cuda-nvcc`` wheel, then PATH."""
-    paths = []
-    try:
-        import nvidia  # namespace package of NVIDIA's wheels
-
-        for base in nvidia.__path__:
-            for sub in ("cu13/bin", "cuda_nvcc/bin"):
-                paths.append(Path(base) / sub / "ptxas")
-    except ImportError:
-        pass
-    on_path = shutil.which("ptxas")
-    if on_path:
-        paths.append(Path(on_path))
-    return paths
-
-
 def _check_ptxas() -> Check:
-    found = next((path for path in _ptxas_paths() if path.is_file()), None)
+    from buildtile.toolchain import ptxas
+
+    searched = ptxas.candidate_paths()
+    found = ptxas.find_ptxas()
     if found is None:
-        return Check("ptxas", False, "ptxas not found (not used yet: nvJitLink compiles PTX)",
-                     "pip install nvidia-cuda-nvcc (or put a CUDA toolkit's bin on PATH)", required=False)
-    lines = subprocess.run([str(found), "--version"], capture_output=True, text=True, check=False).stdout.splitlines()
-    release = next((line for line in lines if "release" in line), lines[-1] if lines else "ptxas")
-    return Check("ptxas", True, f"{release.strip()} ({found}; not used yet)")
+        return Check("ptxas", False, "ptxas not found (warp-specialised kernels, those that use setmaxnreg, "
+                                     "cannot build; wgmma kernels go through nvJitLink, which may slow them)",
+                     ptxas.INSTALL, required=False, detail=tuple(f"searched {path}" for path in searched))
+    return Check("ptxas", True, f"{ptxas.ptxas_version()} ({found}); assembles warp-specialised kernels "
+                                "(setmaxnreg) and wgmma kernels")
 
 
 def _check_launch_module() -> Check:

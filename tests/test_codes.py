@@ -48,7 +48,13 @@ HOST_CASES = {
     "BT0011": "tests/test_codes.py::test_bt0011_a_misspelt_target_is_refused_before_llvm",
     "BT0020": "tests/test_codes.py::test_bt0020_ir_that_llvm_rejects_is_a_toolchain_error",
     "BT0021": "tests/test_codes.py::test_bt0021_math_without_libdevice_says_what_to_install",
+    "BT0022": "tests/test_toolchain_ptxas.py::"
+              "test_a_warp_specialised_kernel_without_ptxas_is_bt0022_naming_the_package",
     "BT0024": "tests/test_sanitize.py::test_no_sanitizer_anywhere_is_bt0024_naming_where_it_looked",
+    "BT0025": "tests/test_toolchain_ptxas.py::"
+              "test_a_wgmma_kernel_without_ptxas_falls_back_to_nvjitlink_whose_serialisation_is_bt0025",
+    "BT0026": "tests/test_toolchain_ptxas.py::test_a_setmaxnreg_kernel_forced_through_nvjitlink_is_bt0026",
+    "BT0027": "tests/test_toolchain_perf_warnings.py::test_a_performance_loss_without_a_code_of_its_own_is_bt0027",
     "BT0030": "tests/test_codes.py::test_bt0030_a_plugin_registering_a_non_backend_is_refused",
     "BT0040": "tests/test_executors.py::test_strict_mode_makes_an_unreachable_scheduler_bt0040",
     "BT0100": "tests/test_codes.py::test_bt0100_a_failed_check_without_diagnostics",

@@ -29,14 +29,14 @@ def healthy(monkeypatch, tmp_path):
     """Every tool found, a GPU with a driver: the checks' inputs, not the checks, are replaced."""
     from cuda.bindings import driver
 
-    from buildtile.toolchain import libdevice
+    from buildtile.toolchain import libdevice, ptxas
 
     bitcode = tmp_path / "cuda" / "nvvm" / "libdevice" / libdevice.LIBDEVICE
     bitcode.parent.mkdir(parents=True)
     bitcode.write_bytes(b"BC")
     (tmp_path / "cuda" / "version.json").write_text('{"cuda": {"version": "12.4.1"}}')
     monkeypatch.setattr(libdevice, "candidate_paths", lambda: [tmp_path / "missing.bc", bitcode])
-    monkeypatch.setattr(doctor, "_ptxas_paths", lambda: [Path("/usr/bin/sh")])
+    monkeypatch.setattr(ptxas, "candidate_paths", lambda: [Path("/usr/bin/sh")])
     monkeypatch.setattr(doctor.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(doctor.subprocess, "run", lambda cmd, **kw: type("R", (), {"stdout": f"{cmd[0]} 1.0\n"})())
     ok = driver.CUresult.CUDA_SUCCESS
@@ -118,7 +118,9 @@ def test_an_optional_piece_missing_is_reported_with_its_fix_but_a_build_still_wo
     if missing == "libdevice":
         healthy.setattr(libdevice, "candidate_paths", lambda: [Path("/nowhere") / libdevice.LIBDEVICE])
     elif missing == "ptxas":
-        healthy.setattr(doctor, "_ptxas_paths", list)
+        from buildtile.toolchain import ptxas
+
+        healthy.setattr(ptxas, "candidate_paths", list)
     else:
         def no_native(name):
             raise ImportError(f"No module named {name!r}")
@@ -130,6 +132,25 @@ def test_an_optional_piece_missing_is_reported_with_its_fix_but_a_build_still_wo
     fix = {"libdevice": "pip install nvidia-nvvm", "ptxas": "pip install nvidia-cuda-nvcc",
            "launch module": "reinstall buildtile"}[missing]
     assert f"fix: {fix}" in out
+
+
+def test_ptxas_is_reported_with_its_version_path_and_use(healthy, capsys):
+    _, statuses, out = run(capsys)
+    assert statuses["ptxas"] == "ok"
+    assert "ptxas: /usr/bin/sh 1.0 (/usr/bin/sh); assembles warp-specialised kernels (setmaxnreg)" in out
+    assert "not used yet" not in out
+
+
+def test_missing_ptxas_says_which_kernels_need_it_and_where_it_looked(healthy, capsys):
+    from buildtile.toolchain import ptxas
+
+    healthy.setattr(ptxas, "candidate_paths", lambda: [Path("/nowhere/cu13/bin/ptxas")])
+    code, statuses, out = run(capsys)
+    assert code == 0 and statuses["ptxas"] == "!!"
+    assert "ptxas not found (warp-specialised kernels, those that use setmaxnreg, cannot build" in out
+    assert "fix: pip install nvidia-cuda-nvcc" in out and "searched" not in out
+    main(["doctor", "-v"])
+    assert "searched /nowhere/cu13/bin/ptxas" in capsys.readouterr().out
 
 
 def test_verbose_lists_where_libdevice_was_looked_for(healthy, capsys):

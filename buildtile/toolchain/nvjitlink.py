@@ -1,4 +1,11 @@
-"""PTX -> cubin with nvJitLink: no GPU and no CUDA toolkit needed."""
+"""PTX -> cubin: nvJitLink (no GPU and no CUDA toolkit needed), or standalone ptxas.
+
+:func:`link_ptx` is the one way to a cubin. Kernels that nvJitLink would slow
+down go to standalone ptxas (:mod:`buildtile.toolchain.ptxas`): those that use
+``setmaxnreg`` must (without ptxas their build stops), those that issue wgmma do
+when it is installed. Either assembler's log is then read for performance-loss
+reports (:mod:`buildtile.toolchain.perf_warnings`), which stop the build.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from buildtile.errors import ToolchainError
+from buildtile.toolchain import ptxas
+from buildtile.toolchain.perf_warnings import check_log
 from buildtile.toolchain.registers import fit_registers
 
 _LIB_DIRS = ("nvidia/cu13/lib", "nvidia/nvjitlink/lib")
@@ -43,8 +52,38 @@ def ptx_to_cubin(ptx: str, target: str, *, name: str = "kernel.ptx", opt_level: 
 
 def link_ptx(ptx: str, target: str, *, name: str = "kernel.ptx", opt_level: int = 3,
              verbose: bool = False) -> tuple[bytes, str]:
-    """The cubin of ``ptx`` for ``target`` and nvJitLink's info log (with ``verbose``, ptxas'
-    registers and spills of every function)."""
+    """The cubin of ``ptx`` for ``target`` and the assembler's log (with ``verbose``, ptxas'
+    registers and spills of every function), from nvJitLink or standalone ptxas.
+
+    Above ``opt_level`` 0, a performance-loss report in the log is a :class:`ToolchainError`
+    (BT0025-BT0027); a kernel that needs ptxas where there is none is BT0022."""
+    kernel = kernel_name(name, target)
+    use_ptxas = _goes_to_ptxas(ptx)
+    if use_ptxas:
+        cubin, log = ptxas.assemble(ptx, target, kernel=kernel, opt_level=opt_level, verbose=verbose)
+    else:
+        cubin, log = _nvjitlink_link(ptx, target, name=name, opt_level=opt_level, verbose=verbose)
+    if opt_level > 0:
+        # at -O0 a slow kernel is what was asked for
+        check_log(log, kernel=kernel, target=target, assembler="ptxas" if use_ptxas else "nvJitLink")
+    return cubin, log
+
+
+def _goes_to_ptxas(ptx: str) -> bool:
+    """PTX that needs standalone ptxas goes to it (where there is none, that is BT0022); PTX that
+    gains from it goes to it where it is installed."""
+    if ptxas.why_ptxas(ptx) is not None:
+        return True
+    return ptxas.prefers_ptxas(ptx) and ptxas.find_ptxas() is not None
+
+
+def kernel_name(name: str, target: str) -> str:
+    """The kernel a PTX file name (a compile job's ``"pkg.ops.mm -> sm_90a.ptx"``) stands for."""
+    return name.removesuffix(".ptx").removesuffix(f" -> {target}")
+
+
+def _nvjitlink_link(ptx: str, target: str, *, name: str, opt_level: int, verbose: bool) -> tuple[bytes, str]:
+    """nvJitLink's cubin and info log (which holds ptxas' warnings even without ``verbose``)."""
     nvjitlink = _load_nvjitlink()
     # nvJitLink (ptxas) takes -O0 or -O3 only; LLVM did the level-specific work already
     options = [f"-arch={target}", "-O0" if opt_level == 0 else "-O3"] + (["-verbose"] if verbose else [])
@@ -65,7 +104,7 @@ def link_ptx(ptx: str, target: str, *, name: str = "kernel.ptx", opt_level: int 
         size = nvjitlink.get_linked_cubin_size(handle)
         cubin = bytearray(size)
         nvjitlink.get_linked_cubin(handle, cubin)
-        return bytes(cubin), _info_log(nvjitlink, handle) if verbose else ""
+        return bytes(cubin), _info_log(nvjitlink, handle)
     finally:
         nvjitlink.destroy(handle)
 
