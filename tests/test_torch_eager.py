@@ -138,9 +138,11 @@ def test_tensors_the_dispatcher_acts_on_go_through_it(ops):
     x, out = cpu(8), cpu(8)
     dispatched_not_launched(ops, lambda: ops.ns.simt([2], 2.0, cpu(8).requires_grad_(), out))
     dispatched_not_launched(ops, lambda: ops.ns.simt([2], 2.0, torch.nn.Parameter(cpu(8), requires_grad=False), out))
+    # every tensor's requires_grad is tested, not only the first one's
+    dispatched_not_launched(ops, lambda: ops.ns.simt([2], 2.0, x, cpu(8).requires_grad_()))
     ops.ns.simt([2], 2.0, x.to("meta"), out.to("meta"))   # the fake implementation: nothing runs
     ops.ns.tile(x.to("meta"), 3, out.to("meta"), z_tile=[4])
-    assert ops.launches() == 0 and len(ops.dispatched) == 2
+    assert ops.launches() == 0 and len(ops.dispatched) == 3
 
 
 def test_a_tile_shape_keyword_it_does_not_know_goes_through_the_dispatcher(ops):

@@ -205,3 +205,10 @@ def test_a_real_call_goes_through_the_launch_checks(simt_ops):
     a, b, c = torch.zeros(1000), torch.zeros(1000), torch.zeros(999)
     with pytest.raises(BuildtileError, match="vecadd"):
         ns.vecadd((4,), a, b, c)
+
+
+def test_tensors_on_different_devices_are_refused_by_the_launch(simt_ops):
+    # the eager call tests the first tensor's device only: the launch refuses the others
+    _, ns = simt_ops
+    with pytest.raises(BuildtileError, match="vecadd"):
+        ns.vecadd((4,), torch.zeros(1000), meta(1000), torch.zeros(1000))

@@ -776,12 +776,16 @@ static int exactly_of(PyObject* value, PyObject* type)
     return 0;
 }
 
-/* Whether the tensor `tensor` is plain for the eager call: it does not require grad and lives on
-   CUDA or the CPU. A getter that raises makes it not plain (the dispatcher's way explains). */
-static int plain_tensor(PyObject* const* getters, PyObject* tensor)
+/* Whether the tensor `tensor` is plain for the eager call: it does not require grad and, when
+   `placed` (the call's first tensor), lives on CUDA or the CPU. The launch refuses arguments on
+   different devices, so the others need no test of their own. A getter that raises makes it not
+   plain (the dispatcher's way explains). */
+static int plain_tensor(PyObject* const* getters, PyObject* tensor, int placed)
 {
     if (is_true(get_attribute(getters, tensor, PLAIN_REQUIRES_GRAD)) != 0)
         return 0;
+    if (!placed)
+        return 1;
     int cuda = is_true(get_attribute(getters, tensor, PLAIN_IS_CUDA));
     if (cuda != 0)
         return cuda == 1;
@@ -805,13 +809,17 @@ static int plain_call(PyObject* const* args, Py_ssize_t nargs, PyObject* state, 
         if (truth != 0)
             return truth < 0 ? -1 : 0;
     }
+    int placed = 1;   /* the first tensor's device is still to test */
     for (Py_ssize_t k = 0; k < count; ++k) {
         PyObject* type = PyTuple_GET_ITEM(plan, k);
         if (!exactly_of(args[k], type))
             return 0;
-        if (type == getters[PLAIN_TENSOR_TYPE] && !plain_tensor(getters, args[k])) {
-            PyErr_Clear();
-            return 0;
+        if (type == getters[PLAIN_TENSOR_TYPE]) {
+            if (!plain_tensor(getters, args[k], placed)) {
+                PyErr_Clear();
+                return 0;
+            }
+            placed = 0;
         }
     }
     return 1;
@@ -840,9 +848,9 @@ PyDoc_STRVAR(plain_torch_call_doc,
     "dispatcher (buildtile.runtime.frameworks.torch_eager): every callable in `state` returns\n"
     "something false (no mode, transform or tracer is active), `args` has one item per\n"
     "entry of `plan`, each exactly of its entry's type (or of one of the types of an entry that is\n"
-    "a tuple), and each whose type is getters[0] (torch.Tensor) neither requires grad nor lives\n"
-    "elsewhere than on CUDA or the CPU, as the descriptors getters[1:] (requires_grad, is_cuda,\n"
-    "is_cpu) read it.");
+    "a tuple), and each whose type is getters[0] (torch.Tensor) does not require grad, the first of\n"
+    "them living on CUDA or the CPU, as the descriptors getters[1:] (requires_grad, is_cuda, is_cpu)\n"
+    "read it (the launch refuses arguments on different devices).");
 
 static PyObject* plain_torch_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
 {

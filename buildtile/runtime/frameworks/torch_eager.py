@@ -14,8 +14,10 @@ launches the kernel itself when the dispatcher would add nothing, that is when
   TorchScript tracing and no profiler is active (:data:`DISPATCH_STATE`,
   :data:`PROFILER`);
 - every tensor argument is exactly a ``torch.Tensor`` (no subclass, such as
-  a fake or functional tensor), on CUDA or the CPU (a meta tensor runs the
-  fake implementation), that does not require grad;
+  a fake or functional tensor) that does not require grad, and the first one
+  lives on CUDA or the CPU (a meta tensor runs the fake implementation; the
+  launch refuses tensors on different devices, so one test of the device
+  covers the call);
 - every scalar is exactly of the Python type its schema names (``float``,
   ``int``, ``bool``), a SIMT grid is a list or tuple, and the only keywords
   are a Tile op's tile shapes, each None, a list or a tuple.
@@ -143,10 +145,12 @@ def eager_source(name: str, kinds: list[str], keywords: tuple[str, ...] = (), *,
         if locals_:
             emit(f"        {', '.join(locals_)}, = args")
         tests = []
+        placed = False     # the first tensor's device tested (the launch refuses mixed devices)
         for k, (kind, local) in enumerate(zip(kinds, locals_)):
             if kind == "tensor":
-                tests.append(f"type({local}) is TYPE{k} and not {local}.requires_grad "
-                             f"and ({local}.is_cuda or {local}.is_cpu)")
+                device = "" if placed else f" and ({local}.is_cuda or {local}.is_cpu)"
+                tests.append(f"type({local}) is TYPE{k} and not {local}.requires_grad{device}")
+                placed = True
             elif kind == "grid":
                 tests.append(f"type({local}) in TYPE{k}")
             else:
