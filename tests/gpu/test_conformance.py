@@ -291,7 +291,7 @@ def make_jobs(seed: int = 2024, package: str = PACKAGE) -> list[Job]:
     z = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
     theta = rng.uniform(-np.pi, np.pi, n).astype(np.float32)
 
-    def rotated(out: dict) -> None:
+    def rotated(out: dict, z=z, theta=theta) -> None:   # bound now: later jobs reuse the names
         np.testing.assert_allclose(out["out"], z * np.exp(1j * theta.astype(np.float64)), rtol=2e-5, atol=2e-6,
                                    err_msg="`out`")
     jobs.append(Job("numbers.rotate_phase", "numbers.rotate_phase",
@@ -465,8 +465,8 @@ def make_jobs(seed: int = 2024, package: str = PACKAGE) -> list[Job]:
                 va, vb, vbias, vres = (bf16_values(x).astype(np.float64) for x in (da, db, dbias, dres))
             product = va @ vb                                   # on the rounded inputs
             tol = (2 * eps_out, 2 * eps_out * math.sqrt(kk))
-            z = product + vbias
-            gelu = z * 0.5 * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
+            pre = product + vbias
+            gelu = pre * 0.5 * (1 + np.vectorize(math.erf)(pre / math.sqrt(2)))
             jobs.append(Job(f"epilogues.matmul_bias_gelu_{dtype}.t{tile[0]}x{tile[1]}",
                             f"epilogues.matmul_bias_gelu_{dtype}",
                             [arr("a", da, dtype), arr("b", db, dtype), arr("bias", dbias, dtype),
