@@ -181,3 +181,16 @@ def test_the_tma_entry_keeps_the_registers_its_accumulators_need(hopper_ptx):
 def test_the_tma_entry_links_to_an_sm_90a_cubin(hopper_ptx):
     for ptx in hopper_ptx.values():
         assert ptx_to_cubin(ptx, HOPPER_TARGET)[:4] == b"\x7fELF"
+
+
+def test_the_tma_entry_decodes_its_tiles_without_a_64_bit_division(hopper_ptx):
+    """A 64-bit division by a run-time value is a call, and a call makes ptxas serialise the
+    wgmmas (C7509): the tile decode is 32-bit, so nvJitLink links the entry without that report."""
+    from buildtile.toolchain import nvjitlink
+    from buildtile.toolchain.perf_warnings import check_log
+
+    _, tma = hopper_ptx.values()
+    assert not re.search(r"\b(div|rem)\.u64\b", tma)
+    _, log = nvjitlink._nvjitlink_link(tma, HOPPER_TARGET, name="tma", opt_level=3, verbose=False)
+    check_log(log, kernel="tma", target=HOPPER_TARGET, assembler="nvJitLink")    # raises on a report
+    assert "C7509" not in log

@@ -386,7 +386,8 @@ class _Emitter:
         self.smem = b.inttoptr(asm(b, I64, "mov.b64 $0, $1;", "=l,l", [b.ptrtoint(self.smem, I64)], side_effect=True),
                                SHARED_PTR)
         group = schedule.emit_group(b, schedule_word, default) if len(counts) == 2 else None
-        ids = schedule.emit_tile_of_block(b, linear, counts, group)
+        narrow = math.prod(self.kernel.tile_shapes[grid_param]) >= schedule.NARROW_DECODE_ELEMENTS
+        ids = schedule.emit_tile_of_block(b, linear, counts, group, narrow=narrow)
         for param, shape in self.kernel.tile_shapes.items():   # a lower-rank output follows the leading axes
             for axis, value in enumerate(ids[:len(shape)]):
                 self._tile_ids[(param, axis)] = value

@@ -58,7 +58,7 @@ from collections.abc import Sequence
 
 import llvmlite.ir as lir
 
-from buildtile.backends.common.llvm import I64, sreg
+from buildtile.backends.common.llvm import I32, I64, sreg
 
 #: tile rows a band of the grouped order holds by default (Triton's GROUP_M)
 GROUP_ROWS = 8
@@ -134,10 +134,23 @@ def emit_group(b: lir.IRBuilder, schedule_word: lir.Value, compiled: int) -> lir
     return b.select(b.icmp_signed(">", schedule_word, I64(0)), schedule_word, I64(compiled))
 
 
+#: tiles of at least this many elements are decoded in 32-bit arithmetic: an output of 2^32 of
+#: them would hold 2^40 elements (a terabyte or more), more than any GPU's memory, so every tile
+#: index fits. A 64-bit division by a run-time value is a subroutine call, and a call in a wgmma
+#: kernel makes ptxas serialise its mmas (warning C7509); a 32-bit one is a short inline sequence
+NARROW_DECODE_ELEMENTS = 1 << 8
+
+
 def emit_tile_of_block(b: lir.IRBuilder, linear: lir.Value, counts: Sequence[lir.Value],
-                       group: lir.Value | None = None) -> list[lir.Value]:
+                       group: lir.Value | None = None, *, narrow: bool = False) -> list[lir.Value]:
     """:func:`tile_of_block` in IR, for ``linear`` below the number of tiles: the tile's index per
-    axis. ``group`` (rows per band, at least 1) applies :func:`grouped` to a 2-D grid."""
+    axis (i64). ``group`` (rows per band, at least 1) applies :func:`grouped` to a 2-D grid.
+    ``narrow``: the tile ids fit in 32 bits (see :data:`NARROW_DECODE_ELEMENTS`); decode in i32."""
+    if narrow:
+        if group is not None:   # at most the rows of tiles, so that a band's tiles fit too
+            group = b.trunc(b.select(b.icmp_unsigned(">", group, counts[0]), counts[0], group), I32)
+        ids = emit_tile_of_block(b, b.trunc(linear, I32), [b.trunc(n, I32) for n in counts], group)
+        return [b.zext(i, I64) for i in ids]
     if len(counts) == 2:
         return _emit_unless_one_column(b, linear, counts, group)
     return _emit_row_major(b, linear, counts)
@@ -147,7 +160,8 @@ def _emit_unless_one_column(b: lir.IRBuilder, linear: lir.Value, counts: Sequenc
                             group: lir.Value | None) -> list[lir.Value]:
     """A 2-D grid of one tile column (whole rows a tile) is ``(linear, 0)`` in either order: a
     uniform branch skips the two run-time divisions of the decode."""
-    with b.if_else(b.icmp_unsigned("==", counts[1], I64(1)), likely=True) as (one_column, otherwise):
+    ty = linear.type
+    with b.if_else(b.icmp_unsigned("==", counts[1], lir.Constant(ty, 1)), likely=True) as (one_column, otherwise):
         with one_column:
             one_end = b.block
         with otherwise:
@@ -155,8 +169,8 @@ def _emit_unless_one_column(b: lir.IRBuilder, linear: lir.Value, counts: Sequenc
                    else _emit_row_major(b, linear, counts))
             other_end = b.block
     merged = []
-    for fast, slow in zip((linear, I64(0)), ids):
-        phi = b.phi(I64)
+    for fast, slow in zip((linear, lir.Constant(ty, 0)), ids):
+        phi = b.phi(ty)
         phi.add_incoming(fast, one_end)
         phi.add_incoming(slow, other_end)
         merged.append(phi)
@@ -190,5 +204,5 @@ def _reg(b: lir.IRBuilder, name: str) -> lir.Value:
     return b.zext(sreg(b, name), I64)
 
 
-__all__ = ["GROUP_ROWS", "block_count", "emit_group", "emit_grouped", "emit_tile_of_block", "grouped",
+__all__ = ["GROUP_ROWS", "NARROW_DECODE_ELEMENTS", "block_count", "emit_group", "emit_grouped", "emit_tile_of_block", "grouped",
            "linear_block_id", "persistent_blocks", "persistent_tiles", "tile_counts", "tile_of_block", "tile_total"]
