@@ -207,6 +207,11 @@ class BaseTyper:
 
     def stmt_If(self, node: ast.If):
         cond = self.condition(node.test)
+        if isinstance(cond, ir.Const):
+            # a condition known when the kernel is compiled (of tile shapes, module constants):
+            # only the branch it takes is typed, so the other may hold what this specialization
+            # cannot (tiles of other shapes), as Triton's constexpr branches
+            return self.block(node.body if cond.value else node.orelse)
         return ir.If(cond=cond, then=self.block(node.body), orelse=self.block(node.orelse), src=node)
 
     # ------------------------------------------------------------ expressions

@@ -296,7 +296,7 @@ class _Typer(TileFunctions, TileRandom, TileGather, TileScatter, TileOperations)
         return value_type(ty)
 
     def fold(self, node: ast.AST) -> ir.Expr | None:
-        foldable = isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Attribute, ast.Subscript)) or (
+        foldable = isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Attribute, ast.Subscript, ast.Compare, ast.BoolOp)) or (
             isinstance(node, ast.Call) and (resolve_dotted(node.func, self.ns) or "").startswith("math."))
         folded = self.const(node) if foldable else None
         if isinstance(folded, (int, float)):

@@ -127,6 +127,12 @@ class TileOperations(TileShapes):
                       help="load_like needs arrays of the same rank; use tile.load(x, index, shape)")
         if z.name not in self.tile_shapes:
             raise Abort
+        shape = tuple(self.tile_shapes[z.name])
+        if math.prod(shape) > MAX_TILE_ELEMENTS:
+            self.fail("BT0600", node, f"`{z.name}`'s tile of {list(shape)} has more than {MAX_TILE_ELEMENTS} "
+                      "elements, more than one block holds in registers",
+                      help=f"load and store it in chunks: `tile.load(x, index, chunk)` and "
+                           f"`tile.store({z.name}, index, t)` over a `tile.range` loop")
         index = [ir.TileId(TileIdT(z.name, a), param=z.name, axis=a, src=node) for a in range(z.ty.rank)]
         return ir.Load(TileT(param.ty.elem, tuple(self.tile_shapes[z.name])), param=param.name, index=index,
                        padding=self.padding(args["padding"], param.ty.elem), src=node)

@@ -183,7 +183,10 @@ class TileFootprint:
 
 def tile_footprint(kernel: ir.KernelIR) -> TileFootprint:
     tiles = [e.ty for e in ir.walk_exprs(kernel.body) if isinstance(e.ty, TileT)]
-    tiles += [TileT(None, s) for s in kernel.tile_shapes.values()]
+    # an output's own tile counts where the block stores it whole; one written only in chunks is
+    # never held, and its chunks are among the tiles above
+    whole = {s.param for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.Store) and s.index is None}
+    tiles += [TileT(None, s) for name, s in kernel.tile_shapes.items() if name in whole or not tiles]
     elements = max((t.size for t in tiles), default=1)
     largest = {t.shape for t in tiles if t.size == elements}
     access = access_bytes(kernel)
@@ -271,8 +274,11 @@ def _live_tiles(kernel: ir.KernelIR, elements: int) -> float:
     computes (which takes the place of operands that die there). Backward liveness over the
     structured body: each branch of an ``if`` on its own, a loop's body until it is stable."""
     weight = {name: ty.size / elements for name, ty in kernel.locals.items() if isinstance(ty, TileT)}
+    # a name every assignment of which LLVM can recompute where it is used holds no registers; one
+    # also assigned a loaded or reduced value (an accumulator started at zeros) holds them
+    held = {s.name for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.Assign) and not _recomputable(s.value)}
     for s in ir.walk_stmts(kernel.body):
-        if isinstance(s, ir.Assign) and _recomputable(s.value):
+        if isinstance(s, ir.Assign) and s.name not in held:
             weight.pop(s.name, None)
 
     def uses(exprs) -> set[str]:
@@ -282,6 +288,8 @@ def _live_tiles(kernel: ir.KernelIR, elements: int) -> float:
         value = s.value if isinstance(s, (ir.Assign, ir.Store)) else None
         if value is None or not isinstance(value.ty, TileT) or (isinstance(s, ir.Assign) and s.name not in weight):
             return 0.0
+        if isinstance(s, ir.Assign) and isinstance(value, ir.Var):
+            return 0.0      # a copy (a helper's parameter bound to its argument) builds nothing
         return value.ty.size / elements
 
     def block(stmts: list[ir.Stmt], live_after: set[str]) -> tuple[set[str], float]:

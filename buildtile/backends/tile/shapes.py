@@ -21,6 +21,9 @@ TILE_MODULE = "buildtile.tile"
 #: the most elements one tile may have (registers: 128 f32 per thread at 256 threads, as a
 #: 128 x 256 mma accumulator takes)
 MAX_TILE_ELEMENTS = 1 << 15
+#: the most elements of a tile.Out parameter's tile: one larger than MAX_TILE_ELEMENTS is never
+#: held whole, so the block writes it in chunks (``tile.store`` at chunk indices)
+MAX_OUT_TILE_ELEMENTS = 1 << 20
 
 
 class TileShapes(BaseTyper):
@@ -52,6 +55,16 @@ class TileShapes(BaseTyper):
                 return fold_binop(BINOPS[type(node.op)], lhs, rhs)
             except (ArithmeticError, ValueError):
                 return None
+        if isinstance(node, ast.Compare):
+            return self._const_compare(node)
+        if isinstance(node, ast.BoolOp):
+            values = [self.const(v) for v in node.values]
+            if any(v is None or isinstance(v, tuple) for v in values):
+                return None
+            return all(values) if isinstance(node.op, ast.And) else any(values)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            v = self.const(node.operand)
+            return None if v is None or isinstance(v, tuple) else not v
         if isinstance(node, ast.Attribute):
             dotted = resolve_dotted(node, self.ns)
             if dotted in MATH_CONSTANTS:
@@ -83,6 +96,17 @@ class TileShapes(BaseTyper):
                 if isinstance(a, int) and isinstance(b, int) and b:
                     return -(-a // b)
         return None
+
+    def _const_compare(self, node: ast.Compare) -> bool | None:
+        """A chained comparison of compile-time numbers (``cols > 4096``, ``0 < k <= n``), or None."""
+        operands = [self.const(node.left)] + [self.const(c) for c in node.comparators]
+        if any(v is None or isinstance(v, (tuple, bool)) for v in operands):
+            return None
+        tests = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
+                 ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
+        if any(type(op) not in tests for op in node.ops):
+            return None
+        return all(tests[type(op)](a, b) for op, a, b in zip(node.ops, operands, operands[1:]))
 
     def const_shape(self, node: ast.AST, what: str) -> tuple[int, ...]:
         value = self.const(node)

@@ -33,7 +33,7 @@ from buildtile.backends.tile.products import (
     pyproject_product,
     shape_constants,
 )
-from buildtile.backends.tile.shapes import MAX_TILE_ELEMENTS
+from buildtile.backends.tile.shapes import MAX_OUT_TILE_ELEMENTS, MAX_TILE_ELEMENTS
 from buildtile.backends.tile.types import is_pow2, param_facts
 from buildtile.diagnostics import Diagnostic, Span
 from buildtile.discovery import resolve_dotted
@@ -230,7 +230,7 @@ class _Declaration:
             env = dict(zip(names, combo))
             tile_shapes = tuple((out, tuple(env[e] if isinstance(e, str) else e for e in templates[out]))
                                 for out in self.names)
-            limit = min(MAX_TILE_ELEMENTS, decl.max_elements or MAX_TILE_ELEMENTS)
+            limit = min(MAX_OUT_TILE_ELEMENTS, decl.max_elements or MAX_TILE_ELEMENTS)
             too_big = [shape for _, shape in tile_shapes if math.prod(shape) > limit]
             if too_big:
                 dropped.append(too_big[0])
@@ -240,7 +240,7 @@ class _Declaration:
                     seen.add((tile_shapes, dtypes))
                     specs.append(self.spec(tile_shapes, dtypes))
         if not specs and self.names:
-            limit = min(MAX_TILE_ELEMENTS, decl.max_elements or MAX_TILE_ELEMENTS)
+            limit = min(MAX_OUT_TILE_ELEMENTS, decl.max_elements or MAX_TILE_ELEMENTS)
             self.error(node, f"{where}every combination of the product is a tile of more than "
                              f"{limit} elements (e.g. {list(dropped[0])})",
                        "one block holds its tile in registers; list smaller extents")
@@ -350,9 +350,10 @@ def _shape(node: ast.AST, rank: int, consts: dict, namespace: dict[str, str], er
         error(node, f"tile shape {values} has an extent that is not a power of two",
               "tile extents are powers of two (ragged edges of the array are masked)")
         return None
-    if math.prod(values) > MAX_TILE_ELEMENTS:
-        error(node, f"a tile of {values} has more than {MAX_TILE_ELEMENTS} elements",
-              "one block holds its tile in registers; use smaller tiles")
+    if math.prod(values) > MAX_OUT_TILE_ELEMENTS:
+        error(node, f"a tile of {values} has more than {MAX_OUT_TILE_ELEMENTS} elements",
+              f"a block holds at most {MAX_TILE_ELEMENTS} elements at once and writes a longer tile in chunks; "
+              "use smaller tiles")
         return None
     return tuple(values)
 
