@@ -28,14 +28,12 @@ from timing import time_checked_ms, time_ms
 OPS = ("softmax", "layernorm", "rmsnorm", "cross_entropy")
 DTYPES = {"f32": 4, "bf16": 2}
 ROW_LENGTHS = (256, 1024, 4096, 16384, 65536)
-#: whole-row tiles by row length and element size, as example_kernels.rows compiles them
+#: whole-row tiles by row length and element size, as example_kernels.rows compiles them (rows of
+#: 65,536 take the streamed tile: one block a row, walked in chunks)
 ROW_TILES = {
-    4: {256: (32, 256), 1024: (4, 1024), 4096: (2, 4096), 16384: (1, 16384), 32768: (1, 32768)},
-    2: {256: (64, 256), 1024: (8, 1024), 4096: (4, 4096), 16384: (1, 16384), 32768: (1, 32768)},
+    4: {256: (32, 256), 1024: (4, 1024), 4096: (2, 4096), 16384: (1, 16384), 65536: (1, 65536)},
+    2: {256: (64, 256), 1024: (8, 1024), 4096: (4, 4096), 16384: (1, 16384), 65536: (1, 65536)},
 }
-#: a row longer than the largest tile: softmax holds one tile of 32,768 in registers; the norms,
-#: which also hold their weights, take 16,384 (a spill-free plan) and stream the rest of the row
-LONG_ROW_TILE = {"softmax": 32768, "layernorm": 16384, "rmsnorm": 16384}
 #: rows of a cross-entropy tile by row length (it walks each row in chunks)
 LOSS_ROWS = {256: 32, 1024: 8, 4096: 2, 8192: 1}
 #: blocks the launch grid takes along y (the rows of tiles of a 2-D output)
@@ -78,7 +76,7 @@ def sweep(gib: float = 1.0, ops=OPS, dtypes=tuple(DTYPES), lengths=ROW_LENGTHS) 
                 if op == "cross_entropy":
                     tile = (LOSS_ROWS[min(cols, 8192)],)
                 else:
-                    tile = ROW_TILES[eb][min(cols, LONG_ROW_TILE[op])]
+                    tile = ROW_TILES[eb][cols]
                     rows = min(rows, MAX_GRID_Y * tile[0])
                 points.append(Point(op, dtype, rows, cols, tile))
     return points
@@ -86,7 +84,7 @@ def sweep(gib: float = 1.0, ops=OPS, dtypes=tuple(DTYPES), lengths=ROW_LENGTHS) 
 
 def load_rows_module():
     """example_kernels.rows as installed (not by default: see its pyproject), or compiled here for this GPU."""
-    return example_module("rows", "softmax_f32")
+    return example_module("rows", "softmax")
 
 
 @dataclass
@@ -102,7 +100,7 @@ def measure(torch, tile, rows_mod, p: Point, compile_left: list[float], timing: 
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}[p.dtype]
     g = torch.Generator(device="cuda").manual_seed(0)
     x = (torch.randn(p.rows, p.cols, device="cuda", generator=g) * 3).to(dt)
-    kernel = getattr(rows_mod, f"{p.op}_{p.dtype}")
+    kernel = getattr(rows_mod, p.op)
     if p.op == "cross_entropy":
         target = torch.randint(0, p.cols, (p.rows,), device="cuda", generator=g)
         out = torch.empty(p.rows, device="cuda")

@@ -20,13 +20,14 @@ torch = pytest.importorskip("torch")
 ROWS = Path(__file__).parents[2] / "example_project/example_kernels/rows.py"
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 TOLERANCE = {"f32": 1e-5, "bf16": 2e-2, "f16": 2e-3}
-#: tile shapes by row length, as rows.py lists them
-TILES = {"f32": [(32, 256), (4, 1024), (2, 4096), (1, 16384), (1, 32768)],
-         "bf16": [(64, 256), (8, 1024), (4, 4096), (1, 16384), (1, 32768)]}
+#: tile shapes by row length, as rows.py lists them (the last one streamed in chunks)
+TILES = {"f32": [(32, 256), (4, 1024), (2, 4096), (1, 16384), (1, 32768), (1, 65536)],
+         "bf16": [(64, 256), (8, 1024), (4, 4096), (1, 16384), (1, 32768), (1, 65536)]}
 TILES["f16"] = TILES["bf16"]
-#: (tile, rows, columns): a ragged fill, a short row, and rows over several tiles of the largest tile
+#: (tile, rows, columns): a ragged fill, a short row, rows over several held tiles, and streamed
+#: rows (one chunk, ragged chunks, rows over two tiles)
 SHAPES = [(0, 70, 255), (0, 33, 1), (1, 9, 1000), (2, 5, 4000), (2, 3, 129), (3, 3, 16000), (4, 2, 32768),
-          (4, 2, 70001), (1, 5, 2500)]
+          (4, 2, 70001), (1, 5, 2500), (5, 3, 3000), (5, 4, 65536), (5, 2, 140001)]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,7 @@ def close(got, want, dtype, scale=1):
 def test_softmax(rows, dtype, k, n_rows, n_cols):
     x = inputs((n_rows, n_cols), dtype, 1)
     z = torch.full_like(x, float("nan"))
-    run(getattr(rows, f"softmax_{dtype}"), x, tile.partition(z, list(TILES[dtype][k])))
+    run(rows.softmax, x, tile.partition(z, list(TILES[dtype][k])))
     close(z, torch.softmax(x.float(), dim=1).to(x.dtype), dtype)
 
 
@@ -70,7 +71,7 @@ def test_layernorm(rows, dtype, k, n_rows, n_cols):
     x = inputs((n_rows, n_cols), dtype, 2, shift=20.0)
     w, b = inputs(n_cols, dtype, 3), inputs(n_cols, dtype, 4)
     z = torch.full_like(x, float("nan"))
-    run(getattr(rows, f"layernorm_{dtype}"), x, w, b, 1e-5, tile.partition(z, list(TILES[dtype][k])))
+    run(rows.layernorm, x, w, b, 1e-5, tile.partition(z, list(TILES[dtype][k])))
     want = torch.nn.functional.layer_norm(x.float(), (n_cols,), w.float(), b.float(), 1e-5).to(x.dtype)
     close(z, want, dtype, scale=10)      # statistics summed in another order than torch's
 
@@ -81,7 +82,7 @@ def test_rmsnorm(rows, dtype, k, n_rows, n_cols):
     x = inputs((n_rows, n_cols), dtype, 5)
     w = inputs(n_cols, dtype, 6)
     z = torch.full_like(x, float("nan"))
-    run(getattr(rows, f"rmsnorm_{dtype}"), x, w, 1e-6, tile.partition(z, list(TILES[dtype][k])))
+    run(rows.rmsnorm, x, w, 1e-6, tile.partition(z, list(TILES[dtype][k])))
     xf = x.float()
     want = (xf * torch.rsqrt(xf.pow(2).mean(dim=1, keepdim=True) + 1e-6) * w.float()).to(x.dtype)
     close(z, want, dtype)
@@ -95,6 +96,6 @@ def test_cross_entropy(rows, dtype, tile_rows, n_rows, n_cols):
     target = torch.randint(0, n_cols, (n_rows,), device="cuda")
     target[0] = n_cols - 1
     loss = torch.full((n_rows,), float("nan"), device="cuda")
-    run(getattr(rows, f"cross_entropy_{dtype}"), logits, target, tile.partition(loss, [tile_rows]))
+    run(rows.cross_entropy, logits, target, tile.partition(loss, [tile_rows]))
     want = torch.nn.functional.cross_entropy(logits.float(), target, reduction="none")
     torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-4)
