@@ -25,6 +25,9 @@ FOLD = {
     "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "&": operator.and_,
     "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
 }
+#: comparisons of compile-time numbers, by CMPOPS' spelling
+FOLD_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+                "!=": operator.ne}
 #: the constants of ``math`` a kernel may name
 MATH_CONSTANTS: dict[str, float] = {"math.inf": math.inf, "math.nan": math.nan, "math.pi": math.pi, "math.e": math.e}
 #: the functions of ``math`` folded where their arguments are constants (name -> arity)

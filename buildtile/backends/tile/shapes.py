@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import math
 
-from buildtile.backends.common.constants import BINOPS, MATH_CONSTANTS, fold_binop, fold_math
+from buildtile.backends.common.constants import BINOPS, CMPOPS, FOLD_COMPARE, MATH_CONSTANTS, fold_binop, fold_math
 from buildtile.backends.common.typer import BaseTyper, promoted, widens
 from buildtile.backends.tile import ir
 from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, is_pow2, value_type
@@ -102,11 +102,9 @@ class TileShapes(BaseTyper):
         operands = [self.const(node.left)] + [self.const(c) for c in node.comparators]
         if any(v is None or isinstance(v, (tuple, bool)) for v in operands):
             return None
-        tests = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
-                 ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
-        if any(type(op) not in tests for op in node.ops):
-            return None
-        return all(tests[type(op)](a, b) for op, a, b in zip(node.ops, operands, operands[1:]))
+        if any(type(op) not in CMPOPS for op in node.ops):
+            return None   # `is`, `in`
+        return all(FOLD_COMPARE[CMPOPS[type(op)]](a, b) for op, a, b in zip(node.ops, operands, operands[1:]))
 
     def const_shape(self, node: ast.AST, what: str) -> tuple[int, ...]:
         value = self.const(node)
