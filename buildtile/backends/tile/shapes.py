@@ -14,6 +14,7 @@ import math
 from buildtile.backends.common.constants import BINOPS, CMPOPS, FOLD_COMPARE, MATH_CONSTANTS, fold_binop, fold_math
 from buildtile.backends.common.typer import BaseTyper, promoted, widens
 from buildtile.backends.tile import ir
+from buildtile.backends.tile.params import scalar_type
 from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, is_pow2, value_type
 from buildtile.discovery import resolve_dotted
 
@@ -73,6 +74,9 @@ class TileShapes(BaseTyper):
                 return tuple(self.tile_shapes[node.value.id])
             if node.attr == "shape" and isinstance(node.value, ast.Name) and isinstance(self.locals.get(node.value.id), TileT):
                 return self.locals[node.value.id].shape
+            if node.attr == "itemsize":   # `T.itemsize`, `f32.itemsize`, `x.dtype.itemsize`: bytes of one element
+                dtype = self._const_dtype(node.value)
+                return None if dtype is None else max(1, dtype.bits // 8)
             return None
         if isinstance(node, ast.Subscript):
             base = self.const(node.value)
@@ -96,6 +100,20 @@ class TileShapes(BaseTyper):
                 if isinstance(a, int) and isinstance(b, int) and b:
                     return -(-a // b)
         return None
+
+    def _const_dtype(self, node: ast.AST) -> Scalar | None:
+        """The element type ``node`` names at compile time: a dtype (``f32``, a bound dtype variable)
+        or the ``.dtype`` of an array parameter or a tile local; else None."""
+        if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name):
+            name = node.value.id
+            param = self.params.get(name)
+            if param is not None:
+                return param.ty if isinstance(param.ty, Scalar) else param.ty.elem
+            local = self.locals.get(name)
+            if isinstance(local, TileT):
+                return local.dtype
+            return local if isinstance(local, Scalar) else None
+        return scalar_type(node, self.ns)
 
     def _const_compare(self, node: ast.Compare) -> bool | None:
         """A chained comparison of compile-time numbers (``cols > 4096``, ``0 < k <= n``), or None."""
