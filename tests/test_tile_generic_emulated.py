@@ -91,3 +91,36 @@ def test_softmax_from_the_row_product_matches_numpy(tile_shape, shape):
 def test_the_row_product_keeps_tiles_of_at_most_4096_elements():
     shapes = [tuple(next(iter(s.tile_shapes.values()))) for s in analyzed("softmax").ir]
     assert shapes == [(1, 1024), (1, 4096), (1, 256), (4, 1024), (4, 256)]
+
+
+ITEMSIZE_SOURCE = '''
+from buildtile import tile
+from buildtile.types import Tensor, bf16, f16, f32
+
+T = tile.dtype_var("T", f32, f16, bf16)
+CHUNK_BYTES = 64
+
+
+@tile.kernel(specialize=[{"z": [128], "T": f32}, {"z": [128], "T": f16}, {"z": [128], "T": bf16}])
+def itemsizes(x: Tensor[T, 1], z: tile.Out[f32, 1]):
+    t = tile.load_like(x, z).astype(f32)
+    n = CHUNK_BYTES // T.itemsize
+    if x.dtype.itemsize < f32.itemsize:
+        z.store(t * 0.0 + 1000.0 + n)
+    else:
+        z.store(t * 0.0 + 2000.0 + n + t.dtype.itemsize)
+'''
+
+
+@pytest.mark.parametrize("dtype,want", [("f32", 2000 + 16 + 4), ("f16", 1000 + 32), ("bf16", 1000 + 32)])
+def test_itemsize_is_a_compile_time_constant_per_dtype(tmp_path, dtype, want):
+    path = tmp_path / "itemsize_kernels.py"
+    path.write_text(ITEMSIZE_SOURCE)
+    registry = backends()
+    (src,) = find_kernels(KernelModule("itemsize_kernels", path), registry, tmp_path)
+    kernel = registry["tile"].impl.analyze(src, CompileOptions())
+    (spec,) = [s for s in kernel.ir if dict(s.spec.dtypes)["T"] == dtype]
+    x = as_dtype(rng(3).standard_normal(200), dtype)     # ragged: two tiles, the second partial
+    z = np.full(200, np.nan, np.float32)
+    TileKernel(spec, kernel.params)(x, z)
+    np.testing.assert_array_equal(z, np.full(200, want, np.float32))

@@ -15,7 +15,7 @@ from buildtile.backends.common.constants import BINOPS, CMPOPS, FOLD_COMPARE, MA
 from buildtile.backends.common.typer import BaseTyper, promoted, widens
 from buildtile.backends.tile import ir
 from buildtile.backends.tile.params import scalar_type
-from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, is_pow2, value_type
+from buildtile.backends.tile.types import BOOL, Scalar, TileT, Weak, elem_bytes, is_pow2, value_type
 from buildtile.discovery import resolve_dotted
 
 TILE_MODULE = "buildtile.tile"
@@ -76,7 +76,7 @@ class TileShapes(BaseTyper):
                 return self.locals[node.value.id].shape
             if node.attr == "itemsize":   # `T.itemsize`, `f32.itemsize`, `x.dtype.itemsize`: bytes of one element
                 dtype = self._const_dtype(node.value)
-                return None if dtype is None else max(1, dtype.bits // 8)
+                return None if dtype is None else elem_bytes(dtype)
             return None
         if isinstance(node, ast.Subscript):
             base = self.const(node.value)
