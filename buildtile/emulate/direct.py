@@ -95,7 +95,8 @@ class TileKernel:
     """One specialization of a Tile kernel, called on NumPy arrays over the tiles of its output;
     ``tma``: its TMA entry (sm_90a: wgmma fed by TMA), with tensor maps of the arrays."""
 
-    def __init__(self, specialization, params: list[dict], name: str = "", tma: bool = False) -> None:
+    def __init__(self, specialization, params: list[dict], name: str = "", tma: bool = False,
+                 source_file: str | None = None) -> None:
         self.spec = specialization
         # a generic kernel's parameters take this specialization's dtypes
         self.params = [dict(p, dtype=specialization.param_dtypes.get(p["name"], p["dtype"])) for p in params]
@@ -104,10 +105,11 @@ class TileKernel:
             raise ValueError(f"specialization `{specialization.symbol}` has no TMA entry")
         self.maps = [TensorMapRecord(m["param"], tuple(m["box"]), m["swizzle"]) for m in entry.record()["maps"]] \
             if tma else []
+        llvm_ir = entry.lowered.llvm_ir
         self.block = _dim3(tuple(entry.record()["block"]))
         self.shared_bytes = entry.lowered.shared_bytes
-        self.host = HostKernel(host_ir(entry.lowered.llvm_ir, entry.symbol), name or entry.symbol, self.params,
-                               per_tile=True)
+        self.host = HostKernel(host_ir(llvm_ir, entry.symbol), name or entry.symbol, self.params,
+                               per_tile=True, source_file=source_file)
 
     def __call__(self, *args, grid: tuple[int, int, int] | None = None, schedule: int = -1) -> None:
         """Launch over the tiles of the primary output (the first tile.Out of the highest rank);

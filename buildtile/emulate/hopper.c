@@ -212,6 +212,7 @@ void emu_tma_load_2d(uint32_t dst32, uint64_t map_address, int c0, int c1, uint3
     }
     if ((uintptr_t)dst % 128) { fault(EMU_MISALIGNED, site, (uint64_t)(uintptr_t)dst, 128, 0); return; }
     if (!b) return;
+    pending_write_check(dst, bytes, site);   /* it may land at once */
     if (g_nbulk == MAX_BULK) bulk_land_on(NULL);
     g_bulk[g_nbulk++] = (struct bulk_copy){dst, m, c0, c1, site, b};
 }
@@ -230,7 +231,6 @@ int emu_mbarrier_wait_parity(uint32_t a, int parity, int site) {
         me->wait_word = &b->phase;
         me->wait_value = b->phase;
         me->wait_site = site;
-        me->wait_detail = (int64_t)b->pending << 32 | (uint32_t)b->tx;
         while (b->phase == me->wait_value) yield();
         me->waiting = WAIT_NONE;
         me->wait_word = NULL;
@@ -447,6 +447,13 @@ void emu_bar_arrive(int id, int count, int site) {
     if (!b) return;
     if (site >= 0) b->site = site;
     if (++b->arrived + b->exited >= b->expected) release(b);
+}
+
+/* what a thread stuck at an mbarrier waits for: its pending arrivals (high) and tx-count (low) */
+static int64_t hopper_wait_detail(const struct gthread *t) {
+    const struct mbarrier *b = (const struct mbarrier *)(const void *)((const char *)t->wait_word
+                                                                       - offsetof(struct mbarrier, phase));
+    return (int64_t)b->pending << 32 | (uint32_t)b->tx;
 }
 
 /* ---------------------------------------------------------------- blocks */

@@ -20,6 +20,7 @@
  * alignment. The first fault of each kind is kept for the Python side.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +68,6 @@ struct gthread {
     int wait_generation;
     const int *wait_word;         /* WAIT_MBARRIER: the mbarrier's phase, waited past wait_value */
     int wait_value, wait_site;
-    int64_t wait_detail;          /* WAIT_MBARRIER: its pending arrivals (high) and tx-count (low) */
     int wg_fenced, wg_group, wg_uncommitted, wg_nreads;   /* wgmma (hopper.c) */
     struct wgmma_read wg_reads[MAX_WG_READS];
     int done;
@@ -89,6 +89,7 @@ struct gthread;
 static void hopper_thread_end(struct gthread *t);
 static void hopper_block_start(struct gthread *threads, int n);
 static void hopper_block_end(void);
+static int64_t hopper_wait_detail(const struct gthread *t);
 
 /* ---------------------------------------------------------------- regions */
 struct region { uint64_t lo, hi; uint32_t *writers; };
@@ -714,7 +715,7 @@ static void report_stuck(struct gthread *threads, int n) {
         for (int j = 0; j < n; j++)
             others += !threads[j].done && (threads[j].wait_on != t->wait_on || threads[j].wait_word != t->wait_word);
         if (t->waiting == WAIT_MBARRIER)   /* size 8: an mbarrier phase; address: its pending counts */
-            fault(EMU_DEADLOCK, t->wait_site, (uint64_t)t->wait_detail, 8, others);
+            fault(EMU_DEADLOCK, t->wait_site, (uint64_t)hopper_wait_detail(t), 8, others);
         else
             fault(EMU_DEADLOCK, t->wait_on->site, 0, 0, others);
         return;
