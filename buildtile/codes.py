@@ -862,10 +862,10 @@ _ENTRIES = [
         On a GPU such a kernel hangs, faults or computes garbage, depending
         on timing; the emulator names the instruction's kernel and line.
         """, """
-        # a stage refilled by TMA while the wgmma reading it is in flight
-        wgmma.commit_group; (no wgmma.wait_group); cp.async.bulk.tensor -> the same stage
+        # a stage refilled by TMA while the wgmma reading it is in flight:
+        # wgmma.commit_group, then cp.async.bulk.tensor into that stage
         """, """
-        # retire the group first: wgmma.wait_group 0 (or 1, one stage later), then refill
+        # retire the group first (wgmma.wait_group), then refill the stage
         """),
 ]
 
