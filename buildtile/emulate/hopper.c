@@ -84,7 +84,10 @@ void emu_mbarrier_init(uint32_t a, int count, int site) {
     unsigned char *p = shared32(a);
     if (!p) { fault(EMU_OUT_OF_BOUNDS, site, a, 8, -2); return; }
     if ((uintptr_t)p % 8) { fault(EMU_MISALIGNED, site, (uint64_t)(uintptr_t)p, 8, 0); return; }
-    if (count < 1 || count > (1 << 20) - 1) { fault(EMU_ASYNC_MISUSE, site, (uint64_t)(uintptr_t)p, 8, ASYNC_ARRIVALS); return; }
+    if (count < 1 || count > (1 << 20) - 1) {
+        fault(EMU_ASYNC_MISUSE, site, (uint64_t)(uintptr_t)p, 8, ASYNC_ARRIVALS);
+        return;
+    }
     struct mbarrier *b = NULL;
     for (int i = 0; i < g_nmbar && !b; i++) if (g_mbar[i].addr == p) b = &g_mbar[i];
     if (!b) {
@@ -171,12 +174,13 @@ static void bulk_land(const struct bulk_copy *c) {
         int64_t first = c->c0 < 0 ? 0 : c->c0, end = (int64_t)c->c0 + m->box[0];
         if (end > (int64_t)m->dims[0]) end = (int64_t)m->dims[0];
         int row_in = gr >= 0 && (uint64_t)gr < m->dims[1] && first < end;
-        const unsigned char *row = (const unsigned char *)(uintptr_t)(m->address + (uint64_t)(row_in ? gr : 0) * m->stride);
+        uint64_t row_address = m->address + (uint64_t)(row_in ? gr : 0) * m->stride;
+        const unsigned char *row = (const unsigned char *)(uintptr_t)row_address;
         if (row_in && !global_ok((uint64_t)(uintptr_t)(row + first * eb), (end - first) * eb, c->site)) row_in = 0;
         for (uint32_t e = 0; e < m->box[0]; e++) {
             int64_t gc = (int64_t)c->c0 + e;
-            unsigned char *dst = (unsigned char *)(uintptr_t)swizzle((uint64_t)(uintptr_t)(c->dst + r * row_bytes + e * eb),
-                                                                     (int)m->swizzle);
+            uint64_t linear = (uint64_t)(uintptr_t)(c->dst + r * row_bytes + e * eb);
+            unsigned char *dst = (unsigned char *)(uintptr_t)swizzle(linear, (int)m->swizzle);
             if (row_in && gc >= first && gc < end) memcpy(dst, row + gc * eb, (size_t)eb);
             else memset(dst, 0, (size_t)eb);
         }
@@ -266,12 +270,12 @@ static uint64_t descriptor_address(uint64_t start, uint64_t d, int mn, int k, in
     uint64_t lbo = ((d >> 16) & 0x3FFF) << 4, sbo = ((d >> 32) & 0x3FFF) << 4;
     static const int widths[4] = {0, 128, 64, 32};
     int w = widths[(d >> 62) & 3];
-    uint64_t off;
+    uint64_t off, r8 = (uint64_t)(mn % 8), g8 = (uint64_t)(mn / 8), k8 = (uint64_t)(k % 8), kg = (uint64_t)(k / 8);
     if (!mn_major) {
-        if (!w) off = 16u * (uint64_t)(mn % 8) + sbo * (uint64_t)(mn / 8) + 2u * (uint64_t)(k % 8) + lbo * (uint64_t)(k / 8);
+        if (!w) off = 16u * r8 + sbo * g8 + 2u * k8 + lbo * kg;
         else off = (uint64_t)w * (uint64_t)(mn % 8) + sbo * (uint64_t)(mn / 8) + 2u * (uint64_t)k;
     } else {
-        if (!w) off = 2u * (uint64_t)(mn % 8) + sbo * (uint64_t)(mn / 8) + 16u * (uint64_t)(k % 8) + lbo * (uint64_t)(k / 8);
+        if (!w) off = 2u * r8 + sbo * g8 + 16u * k8 + lbo * kg;
         else {
             int span = w / 2;   /* elements of one pattern row along MN */
             off = 2u * (uint64_t)(mn % span) + lbo * (uint64_t)(mn / span) + (uint64_t)w * (uint64_t)(k % 8)

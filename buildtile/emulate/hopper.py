@@ -101,7 +101,8 @@ def replacement(text: str, ret: str, args: list[str], site: int) -> tuple[str, l
                 return None
             scale_d = setp.group(2)
         flags = (_BF16 if kind == "bf16" else 0) | (_NEG_A if scale_a == "-1" else 0) \
-            | (_NEG_B if scale_b == "-1" else 0) | (_TRANS_A if trans_a == "1" else 0) | (_TRANS_B if trans_b == "1" else 0)
+            | (_NEG_B if scale_b == "-1" else 0) | (_TRANS_A if trans_a == "1" else 0) \
+            | (_TRANS_B if trans_b == "1" else 0)
         accumulators = args[len(args) - n_out:]
         return f"emu_wgmma_mma_n{n}_f{flags}", [operand(a, "i64"), operand(b, "i64"), operand(scale_d), here,
                                                  *accumulators]

@@ -419,8 +419,9 @@ def host_ir(llvm_ir: str, symbol: str) -> HostIR:
     text = _DEBUG_LINE.sub("", text)
     # kernel_params[k] points at parameter k's value; a tensor map's value is its bytes, passed by address
     loads = "\n".join(f"  %p{k} = getelementptr ptr, ptr %argv, i64 {k}\n  %q{k} = load ptr, ptr %p{k}"
-                      + ("" if t == TENSOR_MAP else f"\n  %a{k} = load {t}, ptr %q{k}") for k, t in enumerate(param_types))
-    params = ", ".join("ptr %q{0}".format(k) if t == TENSOR_MAP else f"{t} %a{k}" for k, t in enumerate(param_types))
+                      + ("" if t == TENSOR_MAP else f"\n  %a{k} = load {t}, ptr %q{k}")
+                      for k, t in enumerate(param_types))
+    params = ", ".join(f"ptr %q{k}" if t == TENSOR_MAP else f"{t} %a{k}" for k, t in enumerate(param_types))
     entry = f'define void @emu_entry(ptr %argv) {{\n{loads}\n  call void @"{symbol}"({params})\n  ret void\n}}\n'
     text = "\n".join([text, *sorted(declared.values()), "declare void @emu_check_global(i64, i64, i32, i32)",
                       "declare void @emu_check_shared(i64, i64, i32, i32)", _SHIMS,
