@@ -849,6 +849,24 @@ _ENTRIES = [
         """, """
         # every committed group retired by a wait_group before it is read
         """),
+    _entry("BT0807", "misused asynchronous instruction (emulator)", ("runtime",), """
+        Under the CPU emulator a kernel's TMA entry (sm_90a) or its inline
+        PTX used an asynchronous or warpgroup instruction in a way the PTX
+        ISA leaves undefined: an mbarrier that no `mbarrier.init` made, more
+        arrivals than its count, a bulk tensor copy through something that
+        is no tensor map, a `wgmma` or `setmaxnreg` by part of a warpgroup,
+        a `wgmma` without `wgmma.fence`, a matrix descriptor that points
+        outside shared memory, or a write of shared memory that a `wgmma`
+        not yet retired by `wgmma.wait_group` still reads.
+
+        On a GPU such a kernel hangs, faults or computes garbage, depending
+        on timing; the emulator names the instruction's kernel and line.
+        """, """
+        # a stage refilled by TMA while the wgmma reading it is in flight:
+        # wgmma.commit_group, then cp.async.bulk.tensor into that stage
+        """, """
+        # retire the group first (wgmma.wait_group), then refill the stage
+        """),
 ]
 
 CODES: dict[str, ErrorCode] = {entry.code: entry for entry in _ENTRIES}

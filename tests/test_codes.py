@@ -67,6 +67,7 @@ HOST_CASES = {
     "BT0804": "tests/test_emulate_checks.py::test_bt0804_a_misaligned_vector_access",
     "BT0805": "tests/test_emulate_checks.py::test_bt0805_inline_ptx_the_emulator_does_not_model",
     "BT0806": "tests/test_emulate_checks.py::test_bt0806_copies_left_in_flight",
+    "BT0807": "tests/test_emulate_hopper.py::test_bt0807_a_wgmma_without_its_fence",
     "BT0601": "tests/test_runtime_bounds.py::test_out_of_range_read_is_raised_at_synchronize_naming_kernel_and_line",
     "BT0610": "tests/test_runtime_launch.py::test_gpu_without_any_usable_image_names_the_targets",
     "BT0620": "tests/test_runtime_launch.py::test_missing_manifest_tells_the_user_to_build",

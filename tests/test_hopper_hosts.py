@@ -142,18 +142,31 @@ def test_a_device_or_driver_without_tma_launches_the_plain_entry(ops, capability
         assert not any(name == "get_function" and args[0].endswith("__tma") for name, args in gpu.calls)
 
 
-def test_the_emulator_runs_the_plain_entry_of_an_sm_90a_package(ops):
+def _emulated_matmul(ops, k: int):
+    """(whether it took the TMA entry, c, a @ b) of an emulated launch at K = ``k``."""
     from buildtile.emulate import emulated
 
     rng = np.random.default_rng(3)
-    a = rng.standard_normal((70, 40)).astype(np.float16)
-    b = rng.standard_normal((40, 24)).astype(np.float16)
+    a = rng.standard_normal((70, k)).astype(np.float16)
+    b = rng.standard_normal((k, 24)).astype(np.float16)
     c = np.full((70, 24), np.nan, np.float32)
     with emulated():
         pending = ops.matmul(a, b, tile.partition(c, [64, 64]))
-        assert not pending.uses_tma
+        used = pending.uses_tma
         pending.launch()
-    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
+    return used, c, a.astype(np.float32) @ b.astype(np.float32)
+
+
+def test_the_emulator_runs_the_tma_entry_of_an_sm_90a_package_where_the_inputs_suit_tma(ops):
+    used, c, expected = _emulated_matmul(ops, 40)    # rows of 80 and 48 bytes: multiples of 16
+    assert used
+    np.testing.assert_allclose(c, expected, rtol=1e-3, atol=1e-3)
+
+
+def test_the_emulator_runs_the_plain_entry_where_an_input_breaks_tmas_rules(ops):
+    used, c, expected = _emulated_matmul(ops, 36)    # rows of a are 72 bytes
+    assert not used
+    np.testing.assert_allclose(c, expected, rtol=1e-3, atol=1e-3)
 
 
 # ---------------------------------------------------------------- the C shim
@@ -257,11 +270,24 @@ def test_tensor_map_requests_follow_the_copy_engines_rules():
         assert tensor_maps.request_for(record, bad) is None
 
 
-def test_the_emulator_refuses_a_tma_entry_by_name(ops):
+def test_the_emulator_lowers_a_tma_entry_by_name_and_encodes_maps_it_reads(ops):
     from buildtile.emulate import emulated
-    from buildtile.emulate.hostir import EmulationError
+    from buildtile.emulate.tensor_maps import decode
 
     spec = ops.matmul.signature.specializations[0]
-    with emulated() as driver, pytest.raises(EmulationError) as refused:
-        driver.get_function(None, spec.tma.symbol)
-    assert refused.value.code == "BT0805" and "TMA" in str(refused.value)
+    with emulated() as driver:
+        function = driver.get_function(None, spec.tma.symbol)
+        a = np.zeros((300, 200), np.float16)
+        request = tensor_maps.request_for(spec.tma.maps[0], _view_of(a))
+        fields = decode(driver.encode_tensor_map(request))
+    assert {"emu_wgmma_mma", "emu_tma_load_2d", "emu_mbarrier_wait_parity"} <= function.host.runtime_calls
+    assert fields["address"] == a.ctypes.data and fields["dims"] == (200, 300) and fields["strides"] == (400,)
+    assert fields["box"] == (32, 64) and fields["swizzle_bytes"] == 64 and fields["element_bytes"] == 2
+
+
+def _view_of(a: np.ndarray):
+    """The fields of an ArrayView that tensor_maps.request_for reads."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(dtype="f16", shape=a.shape, strides=tuple(s // a.itemsize for s in a.strides),
+                           itemsize=a.itemsize, ptr=a.ctypes.data)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from buildtile.emulate.hostir import host_ir
 from buildtile.emulate.machine import HostKernel
 from buildtile.emulate.sources import host_params, module_entries
 from buildtile.interop.abi import DTYPES, launch_extras
+from buildtile.interop.manifest import TensorMapRecord
 from buildtile.runtime.dtypes import bf16_bits, bf16_values  # noqa: F401 (bf16 arrays of the callers)
 
 
@@ -90,14 +92,24 @@ class SimtKernel:
 
 
 class TileKernel:
-    """One specialization of a Tile kernel, called on NumPy arrays over the tiles of its output."""
+    """One specialization of a Tile kernel, called on NumPy arrays over the tiles of its output;
+    ``tma``: its TMA entry (sm_90a: wgmma fed by TMA), with tensor maps of the arrays."""
 
-    def __init__(self, specialization, params: list[dict], name: str = "") -> None:
+    def __init__(self, specialization, params: list[dict], name: str = "", tma: bool = False,
+                 source_file: str | None = None) -> None:
         self.spec = specialization
         # a generic kernel's parameters take this specialization's dtypes
         self.params = [dict(p, dtype=specialization.param_dtypes.get(p["name"], p["dtype"])) for p in params]
-        self.host = HostKernel(host_ir(specialization.lowered.llvm_ir, specialization.symbol),
-                               name or specialization.symbol, self.params, per_tile=True)
+        entry = specialization.tma if tma else specialization
+        if entry is None:
+            raise ValueError(f"specialization `{specialization.symbol}` has no TMA entry")
+        self.maps = [TensorMapRecord(m["param"], tuple(m["box"]), m["swizzle"]) for m in entry.record()["maps"]] \
+            if tma else []
+        llvm_ir = entry.lowered.llvm_ir
+        self.block = _dim3(tuple(entry.record()["block"]))
+        self.shared_bytes = entry.lowered.shared_bytes
+        self.host = HostKernel(host_ir(llvm_ir, entry.symbol), name or entry.symbol, self.params,
+                               per_tile=True, source_file=source_file)
 
     def __call__(self, *args, grid: tuple[int, int, int] | None = None, schedule: int = -1) -> None:
         """Launch over the tiles of the primary output (the first tile.Out of the highest rank);
@@ -112,8 +124,26 @@ class TileKernel:
         along = list(reversed(grid_shape)) + [1] * (3 - len(grid_shape))
         dims = tuple(grid) if grid is not None else (along[0], along[1], math.prod(along[2:]))
         values = flat_values(self.params, args)
-        if len(values) + 1 == len(self.host.formats):   # the trailing tile schedule (interop.abi.TILE_SCHEDULE)
+        if len(values) + 1 + len(self.maps) == len(self.host.formats):   # the tile schedule (interop.abi.TILE_SCHEDULE)
             values.append(schedule)
-        self.host.launch(dims, _dim3(self.spec.block), self.spec.shared_bytes, values)
+        values += self._tensor_maps(args)
+        self.host.launch(dims, self.block, self.shared_bytes, values)
+
+    def _tensor_maps(self, args: tuple) -> list[bytes]:
+        """The encoded maps of the TMA entry's inputs, by the hosts' rule (runtime.tensor_maps)."""
+        from buildtile.emulate.tensor_maps import encode
+        from buildtile.runtime.tensor_maps import request_for
+
+        arrays = {p["name"]: (p, a) for p, a in zip(self.params, args)}
+        maps = []
+        for record in self.maps:
+            p, a = arrays[record.param]
+            view = SimpleNamespace(dtype=p["dtype"], shape=a.shape, strides=tuple(s // a.itemsize for s in a.strides),
+                                   itemsize=a.itemsize, ptr=a.ctypes.data)
+            request = request_for(record, view)
+            if request is None:
+                raise ValueError(f"`{record.param}` breaks a rule of the copy engine: the hosts launch the plain entry")
+            maps.append(encode(request))
+        return maps
 
 

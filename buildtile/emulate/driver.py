@@ -22,10 +22,14 @@ import threading
 from pathlib import Path
 
 from buildtile.backend import CompileOptions
+from buildtile.backends.tile.backend import TMA_SUFFIX
+from buildtile.backends.tile.hopper.select import HOPPER_TARGET
 from buildtile.emulate.hostir import EmulationError
+from buildtile.emulate.tensor_maps import encode as encode_tensor_map
 from buildtile.emulate.machine import HostKernel
 from buildtile.emulate.sources import host_kernel
 from buildtile.runtime.arrays import DEVICE, ArrayView, register_extractor
+from buildtile.interop.abi import TENSOR_MAP, TENSOR_MAP_BYTES
 from buildtile.runtime.driver import DEVICE_MEMORY, DeviceContext
 
 #: the compute capability the emulated GPU reports (images for it must exist in the package,
@@ -77,9 +81,9 @@ EMULATED_MULTIPROCESSORS = 4
 class EmulatedDriver:
     """The driver interface over the CPU emulator (see the module docstring)."""
 
-    #: the emulator is no Hopper: it encodes no tensor maps, so a specialization's TMA entry
-    #: (wgmma, TMA, mbarriers) never launches here and its plain entry runs instead
-    tensor_maps = False
+    #: it encodes tensor maps (:meth:`encode_tensor_map`), so on an sm_90 device a specialization's
+    #: TMA entry (wgmma, TMA, mbarriers) launches where the inputs suit TMA, as on a GPU
+    tensor_maps = True
 
     def __init__(self) -> None:
         arch = os.environ.get("BUILDTILE_EMULATED_ARCH", DEFAULT_ARCH).removeprefix("sm_").rstrip("a")
@@ -165,8 +169,15 @@ class EmulatedDriver:
                 code="BT0805", help="install the package with its .py sources")
         from buildtile.runtime.package import package_runtime
 
-        options = CompileOptions(checks="debug" if package_runtime(module_name).debug else "release")
+        # a TMA entry exists only in a build for sm_90a (its suffix says so)
+        targets = (HOPPER_TARGET,) if symbol.endswith(TMA_SUFFIX) else ()
+        options = CompileOptions(checks="debug" if package_runtime(module_name).debug else "release",
+                                 targets=targets)
         return host_kernel(Path(spec.origin), module_name, symbol, options)
+
+    def encode_tensor_map(self, request) -> bytes:
+        """The emulator's 128-byte map of ``request`` (a runtime.tensor_maps.TensorMapRequest)."""
+        return encode_tensor_map(request)
 
     def module_global(self, module, name: str):
         return None   # no debug bounds records: the emulator checks every access itself
@@ -176,18 +187,15 @@ class EmulatedDriver:
 
     def launch(self, ctx, function: HostKernel, config, stream, packed: bytes, offsets) -> None:
         """Run the launch now (streams are in order on one emulated device)."""
-        values = [int.from_bytes(packed[o:o + 8], "little") for o in offsets]
-        values = [_decode(v, t) for v, t in zip(values, function.host.param_types)]
-        function.launch(tuple(config[0:3]), tuple(config[3:6]), config[6], values)
+        function.launch(tuple(config[0:3]), tuple(config[3:6]), config[6], _unpacked(function, packed, offsets))
 
     def occupancy(self, ctx, function: HostKernel, threads: int, shared: int) -> int:
         return 1
 
     def launch_cooperative(self, ctx, function: HostKernel, config, stream, packed: bytes, offsets) -> None:
         """Run the launch now with every block resident, so ``simt.grid_sync`` can wait for all."""
-        values = [int.from_bytes(packed[o:o + 8], "little") for o in offsets]
-        values = [_decode(v, t) for v, t in zip(values, function.host.param_types)]
-        function.launch(tuple(config[0:3]), tuple(config[3:6]), config[6], values, cooperative=True)
+        function.launch(tuple(config[0:3]), tuple(config[3:6]), config[6], _unpacked(function, packed, offsets),
+                        cooperative=True)
 
     def native_target(self, ctx, function) -> None:
         return None
@@ -203,6 +211,13 @@ class EmulatedDriver:
 
     def synchronize(self, ctx) -> None:
         pass
+
+
+def _unpacked(function: HostKernel, packed: bytes, offsets) -> list:
+    """The flat parameter values of a packed argument buffer (a tensor map: its bytes)."""
+    return [bytes(packed[o:o + TENSOR_MAP_BYTES]) if t == TENSOR_MAP
+            else _decode(int.from_bytes(packed[o:o + 8], "little"), t)
+            for o, t in zip(offsets, function.host.param_types)]
 
 
 def _decode(raw: int, llvm_type: str):

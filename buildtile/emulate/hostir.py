@@ -17,12 +17,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from buildtile.emulate import hopper
 from buildtile.errors import BuildtileError
+from buildtile.interop.abi import TENSOR_MAP
 
 #: what a call of the runtime reaches that only kernels with collectives do (their threads run as
 #: coroutines that wait for each other; kernels without them run their threads one after another)
 COLLECTIVES = ("emu_barrier", "emu_shfl", "emu_vote", "emu_syncwarp", "emu_ldmatrix", "emu_mma",
-               "emu_cp_async", "emu_ld_acquire")
+               "emu_cp_async", "emu_ld_acquire", *hopper.COLLECTIVES)
 
 _SCALAR_BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "i128": 16, "half": 2, "bfloat": 2,
                  "float": 4, "double": 8, "ptr": 8}
@@ -229,6 +231,9 @@ def _asm_replacement(text: str, ret: str, args: list[str], site: int) -> tuple[s
         return "emu_atom_add_release_u32", args
     if text == "ld.acquire.gpu.u32 $0, [$1];":
         return "emu_ld_acquire_u32", args
+    found = hopper.replacement(text, ret, args, site)
+    if found is not None:
+        return found
     raise EmulationError(f"the emulator has no stand-in for the inline PTX `{text}`", code="BT0805",
                          help="run this kernel on a GPU, or extend buildtile/emulate/runtime.c")
 
@@ -349,6 +354,8 @@ define {float, float, float, float} @emu_mma_m16n8k16_row_col_f32_f32(<2 x half>
 _SHIMMED = {"emu_ldmatrix_sync_aligned_m8n8_x4_b16", "emu_ldmatrix_sync_aligned_m8n8_x4_trans_b16",
             "emu_mma_m16n8k16_row_col_bf16", "emu_mma_m16n8k16_row_col_f32_f32", "emu_ldv4", "emu_ldv2"}
 _DEBUG_LINE = re.compile(r",?\s*!bt\.line !(\d+)")
+#: a tensor map passed by value (common.entry.by_value_tensor_maps): on the host, a pointer to its bytes
+_BY_VALUE = re.compile(r'\s*byval\(\[\d+ x i8\]\)(?:\s+align \d+)?(?:\s+"nvvm\.grid_constant")?')
 
 
 def host_ir(llvm_ir: str, symbol: str) -> HostIR:
@@ -361,6 +368,7 @@ def host_ir(llvm_ir: str, symbol: str) -> HostIR:
     dynamic: list[str] = []
     param_types: list[str] | None = None
     declared: dict[str, str] = {}
+    shims: dict[str, str] = {}
     out: list[str] = []
     for line in llvm_ir.splitlines():
         if line.startswith("target "):
@@ -376,7 +384,9 @@ def host_ir(llvm_ir: str, symbol: str) -> HostIR:
         if d and d.group("sym") == symbol:
             params = line[d.end():d.end() + _close("(" + line[d.end():]) - 1]
             param_types = [p.rsplit("%", 1)[0].strip() if "%" in p else p.strip() for p in _split_top(params)]
-            param_types = [re.sub(r"\s*addrspace\(\d+\)", "", t).split(" ")[0] for t in param_types]
+            param_types = [TENSOR_MAP if _BY_VALUE.search(t) else re.sub(r"\s*addrspace\(\d+\)", "", t).split(" ")[0]
+                           for t in param_types]
+            line = _BY_VALUE.sub("", line)
         dbg = _DEBUG_LINE.search(line)
         source_line = lines_of.get(int(dbg.group(1))) if dbg else None
         for piece in _instrument(line, sites, counter, source_line):
@@ -388,7 +398,12 @@ def host_ir(llvm_ir: str, symbol: str) -> HostIR:
                 name, call_args = _asm_replacement(m.group("text"), ret, args, site)
                 if name == "emu_barrier":
                     sites.append(Site("barrier", "", "", source_line))
-                if name not in _SHIMMED:
+                elif name.startswith(hopper.COLLECTIVES):
+                    sites.append(Site("async", "shared", "", source_line))   # a Hopper instruction's site
+                definition = hopper.shim(name)
+                if definition is not None:
+                    shims[name] = definition
+                elif name not in _SHIMMED:
                     declared[name] = f"declare {ret} @{name}({', '.join(a.split(' ', 1)[0] for a in call_args)})"
                 piece = piece[:m.start()] + f"call {ret} @{name}({', '.join(call_args)})"
             out.append(piece)
@@ -402,11 +417,15 @@ def host_ir(llvm_ir: str, symbol: str) -> HostIR:
     text = re.sub(r"^(declare .*@(\w+)\(.*)$", lambda m: "" if m.group(2) in _SHIMMED else m.group(1),
                   text, flags=re.MULTILINE)
     text = _DEBUG_LINE.sub("", text)
-    loads = "\n".join(f"  %p{k} = getelementptr ptr, ptr %argv, i64 {k}\n  %q{k} = load ptr, ptr %p{k}\n"
-                      f"  %a{k} = load {t}, ptr %q{k}" for k, t in enumerate(param_types))
-    params = ", ".join(f"{t} %a{k}" for k, t in enumerate(param_types))
+    # kernel_params[k] points at parameter k's value; a tensor map's value is its bytes, passed by address
+    loads = "\n".join(f"  %p{k} = getelementptr ptr, ptr %argv, i64 {k}\n  %q{k} = load ptr, ptr %p{k}"
+                      + ("" if t == TENSOR_MAP else f"\n  %a{k} = load {t}, ptr %q{k}")
+                      for k, t in enumerate(param_types))
+    params = ", ".join(f"ptr %q{k}" if t == TENSOR_MAP else f"{t} %a{k}" for k, t in enumerate(param_types))
     entry = f'define void @emu_entry(ptr %argv) {{\n{loads}\n  call void @"{symbol}"({params})\n  ret void\n}}\n'
     text = "\n".join([text, *sorted(declared.values()), "declare void @emu_check_global(i64, i64, i32, i32)",
-                      "declare void @emu_check_shared(i64, i64, i32, i32)", _SHIMS, entry])
+                      "declare void @emu_check_shared(i64, i64, i32, i32)", _SHIMS,
+                      *[d for n, d in hopper.DECLARATIONS.items() if shims and n not in declared], *shims.values(),
+                      entry])
     calls = set(re.findall(r"@(emu_\w+)\(", text))
     return HostIR(text, symbol, param_types, sites, shared, dynamic, calls)

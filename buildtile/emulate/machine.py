@@ -22,21 +22,41 @@ from functools import lru_cache
 from pathlib import Path
 
 from buildtile.emulate.hostir import EmulationError, HostIR
-from buildtile.interop.abi import DTYPES, SLICE_KINDS
+from buildtile.interop.abi import DTYPES, SLICE_KINDS, TENSOR_MAP, TENSOR_MAP_BYTES
 
 HERE = Path(__file__).parent
 
 #: the runtime's fault kinds (``enum`` of runtime.c), in order
 FAULTS = ("out_of_bounds", "two_writers", "partial_barrier", "uninit_shared", "misaligned", "unretired",
-          "overflow", "grid_stall", "deadlock")
+          "overflow", "grid_stall", "deadlock", "async_misuse")
 #: BT code of each fault kind
 FAULT_CODES = {"out_of_bounds": "BT0800", "two_writers": "BT0801", "partial_barrier": "BT0802",
                "uninit_shared": "BT0803", "misaligned": "BT0804", "unretired": "BT0806", "overflow": "BT0806",
-               "grid_stall": "BT0802", "deadlock": "BT0802"}
+               "grid_stall": "BT0802", "deadlock": "BT0802", "async_misuse": "BT0807"}
+#: what each reason of an ``async_misuse`` fault (hopper.c, ``ASYNC_*``) says
+ASYNC_MISUSE = {
+    1: "an mbarrier operation on shared memory that no mbarrier.init made an mbarrier",
+    2: "an mbarrier that got more arrivals than its expected count (or an arrival count outside 1 to 2^20-1)",
+    3: "an arrival on an mbarrier whose previous phase no try_wait/test_wait had yet seen complete",
+    4: "a bulk tensor copy through something that is not a tensor map the host encoded",
+    5: "a warpgroup instruction (wgmma, setmaxnreg) by threads that make no whole warpgroup of 128",
+    6: "threads of one warpgroup that issued different wgmma.mma_async operands",
+    7: "a wgmma.mma_async with no wgmma.fence since the thread's last wgmma.wait_group",
+    8: "a wgmma matrix descriptor whose start address is no shared memory, or with a base offset",
+    9: "a write of shared memory that a wgmma not yet retired by wgmma.wait_group reads",
+    10: "a setmaxnreg count outside 24 to 256 or not a multiple of 8",
+    11: "a setmaxnreg executed by only part of a warpgroup",
+    12: "a named barrier with a count that is not a multiple of 32 or differs from its other arrivals'",
+    13: "an mbarrier transaction count outside what the PTX ISA allows (2^20 - 1)",
+}
+#: what an ``unretired`` fault left in flight, by its ``other``
+_UNRETIRED = {0: "cp.async copies that no cp.async.wait_group retired",
+              1: "wgmma groups that no wgmma.wait_group retired (or wgmmas never committed)",
+              2: "bulk tensor copies whose mbarrier no thread waited on"}
 
 #: llvm type -> struct format of a flat kernel parameter
 _FORMATS = {"ptr": "Q", "i64": "Q", "i32": "I", "i16": "H", "i8": "B", "i1": "B", "float": "f", "double": "d",
-            "half": "H", "bfloat": "H"}
+            "half": "H", "bfloat": "H", TENSOR_MAP: f"{TENSOR_MAP_BYTES}s"}
 
 _MASKS = {"Q": 2**64 - 1, "I": 2**32 - 1, "H": 2**16 - 1, "B": 2**8 - 1}
 
@@ -50,7 +70,7 @@ class _Fault(ctypes.Structure):
 @lru_cache(maxsize=1)
 def runtime_library() -> ctypes.CDLL:
     """``runtime.c`` compiled once per machine (cached by its text) and loaded."""
-    source = (HERE / "runtime.c").read_bytes()
+    source = (HERE / "runtime.c").read_bytes() + (HERE / "hopper.c").read_bytes()   # runtime.c includes hopper.c
     cache = Path(os.environ.get("BUILDTILE_EMULATOR_CACHE", tempfile.gettempdir()))
     out = cache / f"buildtile_emulator_{hashlib.sha256(source).hexdigest()[:16]}.so"
     if not out.exists():
@@ -126,7 +146,7 @@ class HostKernel:
         if len(values) != len(self.formats):
             raise EmulationError(f"kernel `{self.name}` takes {len(self.formats)} flat parameters, "
                                  f"got {len(values)}", code="BT0805")
-        cells = [ctypes.create_string_buffer(struct.pack("<" + f, v if f in "fd" else int(v) & _MASKS[f]), 8)
+        cells = [ctypes.create_string_buffer(_packed(f, v), max(8, struct.calcsize(f)))
                  for f, v in zip(self.formats, values)]
         argv = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
         lib = self.runtime
@@ -225,6 +245,20 @@ class HostKernel:
             return EmulationError(
                 f"misaligned {access} at {address:#x} (a multiple of {size} is needed) by {who} of kernel "
                 f"`{self.name}`{where}", code=code, help="a vector access needs its own size's alignment")
+        if kind == "deadlock" and size == 8:   # an mbarrier phase (hopper.c): address holds its counts
+            pending, tx = address >> 32, address & 0xFFFFFFFF
+            tx = tx - (1 << 32) if tx >= 1 << 31 else tx
+            return EmulationError(
+                f"threads that wait for each other forever: {who} waits on an mbarrier phase that never completes "
+                f"({pending} arrival(s) and {tx} transaction byte(s) still pending; {other} thread(s) of its block "
+                f"wait elsewhere) in kernel `{self.name}`{where}", code=code,
+                help="a try_wait.parity must name the parity of the phase it waits for, and every phase needs its "
+                     "expected arrivals and exactly the bytes expect_tx announced; on a GPU this launch hangs")
+        if kind == "async_misuse":
+            return EmulationError(
+                f"{ASYNC_MISUSE.get(other, 'a misused asynchronous instruction')}, by {who} of kernel "
+                f"`{self.name}`{where}", code=code,
+                help="the PTX ISA leaves this undefined: on a GPU it hangs, faults or computes garbage")
         if kind == "deadlock":
             return EmulationError(
                 f"threads that wait for each other forever: {who} waits at a barrier or warp collective that "
@@ -237,8 +271,11 @@ class HostKernel:
                 f"waited for the others (block {blk} first found it), so on a GPU the launch would hang",
                 code=code, help="every thread of every block must reach each `simt.grid_sync()`: "
                                 "do not return before it")
-        return EmulationError(f"kernel `{self.name}` left cp.async copies unretired or kept too many in "
-                              f"flight ({kind})", code=code)
+        if kind == "unretired":
+            return EmulationError(f"kernel `{self.name}` left {_UNRETIRED.get(other, 'asynchronous work')} "
+                                  f"in flight{where}", code=code)
+        return EmulationError(f"kernel `{self.name}` kept more asynchronous operations (cp.async copies, wgmma "
+                              f"reads, mbarriers, bulk copies) in flight than the emulator tracks{where}", code=code)
 
     def _where(self, site: int) -> str:
         if not 0 <= site < len(self.host.sites):
@@ -247,6 +284,13 @@ class HostKernel:
         if line is None:
             return ""
         return f" at {self.source_file}:{line}" if self.source_file else f" at line {line}"
+
+
+def _packed(fmt: str, value) -> bytes:
+    """One flat parameter's bytes (a tensor map is its bytes already)."""
+    if fmt.endswith("s"):
+        return struct.pack("<" + fmt, bytes(value))
+    return struct.pack("<" + fmt, value if fmt in "fd" else int(value) & _MASKS[fmt])
 
 
 def _threads(block) -> int:

@@ -20,6 +20,7 @@
  * alignment. The first fault of each kind is kept for the Python side.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,7 @@ unsigned char emu_smem[SMEM_BYTES] __attribute__((aligned(128)));
 
 /* ---------------------------------------------------------------- faults */
 enum { EMU_OUT_OF_BOUNDS, EMU_TWO_WRITERS, EMU_PARTIAL_BARRIER, EMU_UNINIT_SHARED, EMU_MISALIGNED,
-       EMU_UNRETIRED, EMU_OVERFLOW, EMU_GRID_STALL, EMU_DEADLOCK, EMU_NFAULTS };
+       EMU_UNRETIRED, EMU_OVERFLOW, EMU_GRID_STALL, EMU_DEADLOCK, EMU_ASYNC_MISUSE, EMU_NFAULTS };
 /* the first fault of each kind: set, site, address, size, thread, block, other (writer / region) */
 struct emu_fault { int64_t set, site, address, size, thread, block, other; };
 struct emu_fault emu_faults[EMU_NFAULTS];
@@ -46,7 +47,10 @@ struct emu_fault emu_faults[EMU_NFAULTS];
 struct pending_copy { void *dst; unsigned char bytes[16]; int group; };
 struct barrier;
 struct block;
-enum { WAIT_NONE, WAIT_BARRIER, WAIT_SPIN };
+enum { WAIT_NONE, WAIT_BARRIER, WAIT_SPIN, WAIT_MBARRIER };
+/* shared memory an unretired wgmma group reads (see hopper.c) */
+#define MAX_WG_READS 64
+struct wgmma_read { uint64_t lo, hi; int group; };
 
 /* One GPU thread: where it is in the grid and what the runtime keeps for it. `g_cur` is the one
  * running. In a kernel with collectives each is a coroutine: its context and stack. */
@@ -62,6 +66,10 @@ struct gthread {
     int waiting;                  /* WAIT_*: why it yielded */
     struct barrier *wait_on;      /* WAIT_BARRIER: the barrier, and the generation it waits past */
     int wait_generation;
+    const int *wait_word;         /* WAIT_MBARRIER: the mbarrier's phase, waited past wait_value */
+    int wait_value, wait_site;
+    int wg_fenced, wg_group, wg_uncommitted, wg_nreads;   /* wgmma (hopper.c) */
+    struct wgmma_read wg_reads[MAX_WG_READS];
     int done;
     ucontext_t context;
     void *stack;
@@ -75,6 +83,13 @@ static void fault(int kind, int64_t site, uint64_t address, int64_t size, int64_
     *f = (struct emu_fault){1, site, (int64_t)address, size, g_cur ? g_cur->linear : -1,
                             g_cur ? g_cur->block_linear : -1, other};
 }
+
+struct gthread;
+/* hopper.c: the Hopper instructions' state, kept per block and per thread */
+static void hopper_thread_end(struct gthread *t);
+static void hopper_block_start(struct gthread *threads, int n);
+static void hopper_block_end(void);
+static int64_t hopper_wait_detail(const struct gthread *t);
 
 /* ---------------------------------------------------------------- regions */
 struct region { uint64_t lo, hi; uint32_t *writers; };
@@ -112,6 +127,7 @@ static void shared_block_start(void) {
 }
 
 enum { ACCESS_WRITE = 1, ACCESS_ATOMIC = 2, ACCESS_VECTOR = 4 };
+static void pending_write_check(const void *p, int64_t size, int site);   /* hopper.c */
 
 static uint32_t writer_id(void) {
     return (uint32_t)(emu_track_writers == 2 ? g_cur->block_linear + 1
@@ -167,8 +183,10 @@ void emu_check_shared(uint64_t addr, int64_t size, int flags, int site) {
     if ((flags & ACCESS_VECTOR) && addr % (uint64_t)size) fault(EMU_MISALIGNED, site, addr, size, 0);
     int i = shared_index(addr, size);
     if (i < 0) { fault(EMU_OUT_OF_BOUNDS, site, addr, size, -2); return; }
-    if (flags & ACCESS_WRITE) mark_shared((void *)(uintptr_t)addr, size);
-    else if (!(flags & ACCESS_ATOMIC)) check_shared_read((void *)(uintptr_t)addr, size, site);
+    if (flags & ACCESS_WRITE) {
+        pending_write_check((void *)(uintptr_t)addr, size, site);
+        mark_shared((void *)(uintptr_t)addr, size);
+    } else if (!(flags & ACCESS_ATOMIC)) check_shared_read((void *)(uintptr_t)addr, size, site);
 }
 
 /* ---------------------------------------------------------------- coroutines */
@@ -257,6 +275,8 @@ struct block {
     int ctaid[3];
     int64_t linear;
     struct barrier bar;                 /* bar.sync */
+    struct barrier named[16];           /* bar.sync / bar.arrive a, b (hopper.c) */
+    struct barrier warpgroups[MAX_WARPS / 4];   /* the meetings of wgmma */
     struct warp warps[MAX_WARPS];       /* the warp collectives */
     int state;                          /* cooperative: BLOCK_NEW, BLOCK_STARTED or BLOCK_DONE */
     unsigned char *saved;               /* cooperative: its shared memory while another block runs */
@@ -269,6 +289,8 @@ static void block_init(struct block *k, int x, int y, int z) {
     k->state = BLOCK_NEW;
     k->saved = NULL;
     barrier_init(&k->bar, g_nthreads);
+    for (int i = 0; i < 16; i++) barrier_init(&k->named[i], 0);
+    for (int w = 0; w < MAX_WARPS / 4; w++) barrier_init(&k->warpgroups[w], 128);
     for (int w = 0; w < (g_nthreads + 31) / 32; w++) {
         int n = g_nthreads - 32 * w;
         warp_init(&k->warps[w], n < 32 ? n : 32);
@@ -619,13 +641,17 @@ static void thread_begin(struct gthread *t, struct block *k, int linear) {
     t->spun = 0;
     t->waiting = WAIT_NONE;
     t->wait_on = NULL;
+    t->wait_word = NULL;
+    t->wg_fenced = t->wg_group = t->wg_uncommitted = t->wg_nreads = 0;
     t->done = 0;
 }
 static void thread_end(void) {
     if (g_cur->npending) fault(EMU_UNRETIRED, -1, 0, 0, 0);
+    hopper_thread_end(g_cur);
     if (g_threaded) {
         barrier_leave(&g_cur->block->bar);
         warp_leave(&g_cur->block->warps[warp()], lane());
+        if ((warp() / 4 + 1) * 128 <= g_nthreads) barrier_leave(&g_cur->block->warpgroups[warp() / 4]);
     }
 }
 static void coroutine_main(void) {
@@ -670,6 +696,7 @@ static int run_until_quiet(struct gthread *threads, int n) {
             if (t->done) continue;
             live++;
             if (t->waiting == WAIT_BARRIER && t->wait_on->generation == t->wait_generation) continue;
+            if (t->waiting == WAIT_MBARRIER && *t->wait_word == t->wait_value) continue;
             g_cur = t;
             swapcontext(&g_scheduler, &t->context);
             spinning += !t->done && t->waiting == WAIT_SPIN;
@@ -680,14 +707,19 @@ static int run_until_quiet(struct gthread *threads, int n) {
 }
 /* threads that wait for each other forever: reported at the barrier the first of them waits at */
 static void report_stuck(struct gthread *threads, int n) {
-    for (int i = 0; i < n; i++)
-        if (!threads[i].done && threads[i].wait_on) {
-            g_cur = &threads[i];
-            int others = 0;
-            for (int j = 0; j < n; j++) others += !threads[j].done && threads[j].wait_on != threads[i].wait_on;
-            fault(EMU_DEADLOCK, threads[i].wait_on->site, 0, 0, others);
-            return;
-        }
+    for (int i = 0; i < n; i++) {
+        struct gthread *t = &threads[i];
+        if (t->done || (!t->wait_on && t->waiting != WAIT_MBARRIER)) continue;
+        g_cur = t;
+        int others = 0;
+        for (int j = 0; j < n; j++)
+            others += !threads[j].done && (threads[j].wait_on != t->wait_on || threads[j].wait_word != t->wait_word);
+        if (t->waiting == WAIT_MBARRIER)   /* size 8: an mbarrier phase; address: its pending counts */
+            fault(EMU_DEADLOCK, t->wait_site, (uint64_t)hopper_wait_detail(t), 8, others);
+        else
+            fault(EMU_DEADLOCK, t->wait_on->site, 0, 0, others);
+        return;
+    }
 }
 
 /* every block of a cooperative launch at once (see "cooperative launches") */
@@ -771,6 +803,7 @@ int emu_launch(entry_fn fn, void **args, int gx, int gy, int gz, int bx, int by,
     for (int64_t b = 0; b < blocks && rc == 0 && !stuck; b++) {
         block_init(&block, (int)(b % gx), (int)((b / gx) % gy), (int)(b / ((int64_t)gx * gy)));
         block_fresh();
+        hopper_block_start(coroutines, g_threaded ? threads : 0);
         if (!g_threaded) {
             g_cur = &sequential;
             for (int t = 0; t < threads; t++) { thread_begin(&sequential, &block, t); fn(args); thread_end(); }
@@ -781,8 +814,11 @@ int emu_launch(entry_fn fn, void **args, int gx, int gy, int gz, int bx, int by,
             report_stuck(coroutines, threads);
             stuck = 1;
         }
+        hopper_block_end();
     }
     if (coroutines) coroutines_free(coroutines, threads);
     g_cur = NULL;
     return rc;
 }
+
+#include "hopper.c"

@@ -60,11 +60,8 @@ def host_params(kernel: AnalyzedKernel) -> list[dict]:
 def _host_kernel(path: Path, module: str, options: CompileOptions, symbol: str) -> HostKernel:
     lowered = dict(_module_entries(path, module, options)).get(symbol)
     if lowered is None:
-        # entries the emulator never lowers: a specialization's TMA entry (wgmma, TMA and mbarriers)
-        raise EmulationError(
-            f"the CPU emulator cannot run kernel entry `{symbol}` of module `{module}`: it is not an entry the "
-            "emulator lowers (the TMA entries of sm_90a use instructions the emulator does not have)",
-            code="BT0805", help="launch through the runtime, which runs the specialization's own entry here")
+        raise EmulationError(f"module `{module}` has no kernel entry `{symbol}` (for the targets {options.targets})",
+                             code="BT0805", help="a TMA entry (`__tma`) exists only in a build for sm_90a")
     return HostKernel(host_ir(lowered.entry.llvm_ir, symbol), lowered.kernel.source.name, host_params(lowered.kernel),
                       per_tile=lowered.kind == "tile", source_file=lowered.display_file)
 
