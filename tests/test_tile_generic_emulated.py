@@ -124,3 +124,33 @@ def test_itemsize_is_a_compile_time_constant_per_dtype(tmp_path, dtype, want):
     z = np.full(200, np.nan, np.float32)
     TileKernel(spec, kernel.params)(x, z)
     np.testing.assert_array_equal(z, np.full(200, want, np.float32))
+
+
+FOLDED_SOURCE = '''
+from buildtile import tile
+from buildtile.types import f32
+
+
+@tile.kernel(specialize=[{"z": [1, 256]}, {"z": [4, 256]}])
+def chunks(z: tile.Out[f32, 2]):
+    rows, cols = z.tile_shape
+    step = cols if rows == 1 else cols // 4          # a conditional expression of constants
+    value = step * 1000.0 + max(step, 128) + min(step, 100) + abs(-3)
+    part = tile.full((rows, step), value, f32)       # the folded width as a tile extent
+    z.store(tile.max(part, axis=1)[:, None] + tile.zeros((rows, cols), f32))
+'''
+
+
+@pytest.mark.parametrize("tile_shape,want", [((1, 256), 256_000 + 256 + 100 + 3), ((4, 256), 64_000 + 128 + 64 + 3)])
+def test_conditional_expressions_and_min_max_abs_of_constants_fold(tmp_path, tile_shape, want):
+    """The chunk width is a tile extent, so it must fold at compile time; the stored value shows
+    which branch and which bounds it folded to."""
+    path = tmp_path / "folded_kernels.py"
+    path.write_text(FOLDED_SOURCE)
+    registry = backends()
+    (src,) = find_kernels(KernelModule("folded_kernels", path), registry, tmp_path)
+    kernel = registry["tile"].impl.analyze(src, CompileOptions())
+    (spec,) = [s for s in kernel.ir if tuple(s.tile_shapes["z"]) == tile_shape]
+    z = np.full((5, 300), np.nan, np.float32)            # ragged along both axes
+    TileKernel(spec, kernel.params)(z)
+    np.testing.assert_array_equal(z, np.full((5, 300), want, np.float32))

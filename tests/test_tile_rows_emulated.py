@@ -98,7 +98,10 @@ def test_rmsnorm(dtype, tile_shape, shape):
     np.testing.assert_allclose(from_device(z, dtype), want, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
 
 
-@pytest.mark.parametrize("dtype,rows,shape", [("f32", 32, (33, 200)), ("f32", 8, (9, 2500)),
+# rows held in one tile (no longer than CE_CHUNK // rows) and streamed (longer: in quarter-tile
+# chunks, or whole-tile chunks for one-row tiles), none a multiple of the chunk
+@pytest.mark.parametrize("dtype,rows,shape", [("f32", 32, (33, 200)), ("bf16", 8, (9, 1000)), ("f16", 2, (3, 4000)),
+                                              ("f32", 32, (33, 700)), ("f32", 8, (9, 2500)),
                                               ("bf16", 2, (3, 5000)), ("f16", 1, (2, 9000))])
 def test_cross_entropy_one_pass(dtype, rows, shape):
     logits = to_device(rng(7).standard_normal(shape) * 4, dtype)

@@ -235,22 +235,30 @@ def rmsnorm(x: Tensor[T, 2], weight: Tensor[T, 1], eps: f32, z: tile.Out[T, 2]):
 @tile.kernel(specialize=LOSS_SPECS,
              requires=["logits.shape[0] == loss.shape[0]", "target.shape[0] == loss.shape[0]"])
 def cross_entropy(logits: Tensor[T, 2], target: Tensor[i64, 1], loss: tile.Out[f32, 1]):
-    """``logsumexp(logits[r]) - logits[r, target[r]]`` for each row ``r``, in one pass over
-    chunks of the row, the next chunk's load in flight while one is folded in
-    (:func:`logsumexp_step`). The slots are combined once, after the loop, and the target's
-    logit is gathered then. A target outside ``[0, logits.shape[1])`` picks nothing (the
-    loss is the logsumexp)."""
+    """``logsumexp(logits[r]) - logits[r, target[r]]`` for each row ``r``, reading the row once.
+    A row that fits the block's tile of ``CE_CHUNK // rows`` columns is held: one load, its
+    maximum, its sum of exponentials. A longer row is streamed in chunks (a quarter tile; the
+    whole tile for a one-row tile, which is meant for long rows), the next chunk's load in flight
+    while one is folded in (:func:`logsumexp_step`); the slots are combined once, after the
+    loop. The target's logit is gathered last. A target outside ``[0, logits.shape[1])`` picks
+    nothing (the loss is the logsumexp)."""
     rows = loss.tile_shape[0]
     cols = CE_CHUNK // rows
+    step = cols if rows == 1 else cols // STREAM_SPLIT
     i = loss.tile_id(0)
-    top = tile.full((rows, cols), SLOT_FLOOR, f32)      # per slot, in log2 units
-    total = tile.zeros((rows, cols), f32)               # relative to the slot's top
-    part = tile.load(logits, (i, 0), (rows, cols), padding=-math.inf)
-    for k in tile.range(tile.cdiv(logits.shape[1], cols)):
-        ahead = tile.load(logits, (i, k + 1), (rows, cols), padding=-math.inf)    # in flight meanwhile
-        top, total = logsumexp_step(top, total, part.astype(f32) * LOG2E)
-        part = ahead
-    row_top, row_total = logsumexp_rows(top, total)
+    if logits.shape[1] <= cols:
+        t = tile.load(logits, (i, 0), (rows, cols), padding=-math.inf).astype(f32) * LOG2E
+        row_top = tile.max(t, axis=1)
+        row_total = tile.sum(tile.exp2(t - row_top[:, None]), axis=1)
+    else:
+        top = tile.full((rows, step), SLOT_FLOOR, f32)      # per slot, in log2 units
+        total = tile.zeros((rows, step), f32)               # relative to the slot's top
+        part = tile.load(logits, (i, 0), (rows, step), padding=-math.inf)
+        for k in tile.range(tile.cdiv(logits.shape[1], step)):
+            ahead = tile.load(logits, (i, k + 1), (rows, step), padding=-math.inf)    # in flight meanwhile
+            top, total = logsumexp_step(top, total, part.astype(f32) * LOG2E)
+            part = ahead
+        row_top, row_total = logsumexp_rows(top, total)
     row = tile.arange(rows, i64) + i * rows
     want = tile.load(target, (i,), (rows,))
     picked = tile.gather(logits, (row, want)).astype(f32)

@@ -25,6 +25,8 @@ MAX_TILE_ELEMENTS = 1 << 15
 #: the most elements of a tile.Out parameter's tile: one larger than MAX_TILE_ELEMENTS is never
 #: held whole, so the block writes it in chunks (``tile.store`` at chunk indices)
 MAX_OUT_TILE_ELEMENTS = 1 << 20
+#: builtins that fold over compile-time numbers (``min(BLOCK, 4 * cols)``), as Python computes them
+_FOLDED_BUILTINS = {"min": min, "max": max, "abs": abs}
 
 
 class TileShapes(BaseTyper):
@@ -66,6 +68,11 @@ class TileShapes(BaseTyper):
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             v = self.const(node.operand)
             return None if v is None or isinstance(v, tuple) else not v
+        if isinstance(node, ast.IfExp):   # `cols if rows == 1 else cols // 4`: only the branch taken must fold
+            test = self.const(node.test)
+            if test is None or isinstance(test, tuple):
+                return None
+            return self.const(node.body if test else node.orelse)
         if isinstance(node, ast.Attribute):
             dotted = resolve_dotted(node, self.ns)
             if dotted in MATH_CONSTANTS:
@@ -92,6 +99,12 @@ class TileShapes(BaseTyper):
                     return float(node.args[0].value)
                 except ValueError:
                     return None
+            if isinstance(node.func, ast.Name) and node.func.id in _FOLDED_BUILTINS and node.args \
+                    and not self._shadowed(node.func.id):
+                args = [self.const(a) for a in node.args]
+                if any(a is None or isinstance(a, (tuple, bool)) for a in args) or (node.func.id == "abs") != (len(args) == 1):
+                    return None
+                return _FOLDED_BUILTINS[node.func.id](*args)
             if dotted and dotted.startswith("math."):
                 args = [self.const(a) for a in node.args]
                 return None if any(a is None or isinstance(a, tuple) for a in args) else fold_math(dotted, args)
@@ -100,6 +113,10 @@ class TileShapes(BaseTyper):
                 if isinstance(a, int) and isinstance(b, int) and b:
                     return -(-a // b)
         return None
+
+    def _shadowed(self, name: str) -> bool:
+        """Whether ``name`` is the kernel's own (a local, a parameter, a module global), not the builtin."""
+        return name in self.const_locals or name in self.locals or name in self.params or name in self.consts
 
     def _const_dtype(self, node: ast.AST) -> Scalar | None:
         """The element type ``node`` names at compile time: a dtype (``f32``, a bound dtype variable)
