@@ -32,12 +32,10 @@ ROW_LENGTHS = (256, 1024, 4096, 16384, 65536)
 #: 65,536 take the streamed tile: one block a row, walked in chunks)
 ROW_TILES = {
     4: {256: (32, 256), 1024: (4, 1024), 4096: (2, 4096), 16384: (1, 16384), 65536: (1, 65536)},
-    2: {256: (64, 256), 1024: (8, 1024), 4096: (4, 4096), 16384: (1, 16384), 65536: (1, 65536)},
+    2: {256: (32, 256), 1024: (4, 1024), 4096: (1, 4096), 16384: (1, 16384), 65536: (1, 65536)},
 }
 #: rows of a cross-entropy tile by row length (it walks each row in chunks)
 LOSS_ROWS = {256: 32, 1024: 8, 4096: 2, 8192: 1}
-#: blocks the launch grid takes along y (the rows of tiles of a 2-D output)
-MAX_GRID_Y = 65535
 BARS = {"min": 1.0, "median": 1.2, "copy": 0.85, "copy_from": 1024}
 
 
@@ -77,7 +75,6 @@ def sweep(gib: float = 1.0, ops=OPS, dtypes=tuple(DTYPES), lengths=ROW_LENGTHS) 
                     tile = (LOSS_ROWS[min(cols, 8192)],)
                 else:
                     tile = ROW_TILES[eb][cols]
-                    rows = min(rows, MAX_GRID_Y * tile[0])
                 points.append(Point(op, dtype, rows, cols, tile))
     return points
 

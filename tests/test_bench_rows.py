@@ -37,11 +37,10 @@ def test_the_sweep_covers_every_op_dtype_and_row_length():
     assert len(points) == 40
 
 
-def test_every_input_is_about_a_gib_and_every_grid_is_launchable():
+def test_every_input_is_about_a_gib():
+    # no cap on the rows: a partition of more than 65,535 rows of tiles launches too
     for p in bench_rows.sweep(1.0):
         assert 0.99 * (1 << 30) <= p.input_bytes <= 1 << 30, p
-        if p.op != "cross_entropy":
-            assert -(-p.rows // p.tile[0]) <= bench_rows.MAX_GRID_Y, p
         assert p.moved_bytes >= p.input_bytes * (1 if p.op == "cross_entropy" else 2)
 
 

@@ -22,7 +22,7 @@ DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 TOLERANCE = {"f32": 1e-5, "bf16": 2e-2, "f16": 2e-3}
 #: tile shapes by row length, as rows.py lists them (the last one streamed in chunks)
 TILES = {"f32": [(32, 256), (4, 1024), (2, 4096), (1, 16384), (1, 32768), (1, 65536)],
-         "bf16": [(64, 256), (8, 1024), (4, 4096), (1, 16384), (1, 32768), (1, 65536)]}
+         "bf16": [(32, 256), (4, 1024), (1, 4096), (1, 16384), (1, 32768), (1, 65536)]}
 TILES["f16"] = TILES["bf16"]
 #: (tile, rows, columns): a ragged fill, a short row, rows over several held tiles, and streamed
 #: rows (one chunk, ragged chunks, rows over two tiles)
