@@ -8,8 +8,9 @@ Run on an H100/H200 machine (no install needed: the kernels are built here for s
 ``--source`` is a kernel module with ``matmul_bf16`` and ``matmul_f16`` (default:
 tests/fixtures/hopper/matmuls.py, K steps of 64; the example project's
 example_kernels/tiles.py has the same kernels with K steps of 32). Prints, per
-dtype and shape, both rates, their ratio and which entry ran (the TMA entry, or
-the sm_80 one when the inputs or device do not allow it). Each time is the
+dtype and shape, both rates, their ratio, which entry ran (the TMA entry, or
+the sm_80 one when the inputs or device do not allow it) and the host time of one launch
+(a row whose host time nears its kernel time is bound by the launch path, not the kernel). Each time is the
 median of CUDA-event timings of ``--inner`` back-to-back launches after warm-up;
 the output is poisoned before and checked after each timing.
 
@@ -28,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from example_modules import compiled_here
-from timing import time_checked_ms, time_ms
+from timing import host_us, time_checked_ms, time_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT / "tests" / "fixtures" / "hopper" / "matmuls.py"
@@ -69,11 +70,14 @@ def bench(torch, tile, kernel, dtype, m: int, n: int, k: int, tile_shape: list[i
     mine = time_checked_ms(torch, ours, c, check("buildtile"), inner=inner, repeat=15, warmup=3)
     theirs = time_checked_ms(torch, lambda: torch.matmul(a, b, out=c), c, check("torch.matmul"), inner=inner,
                              repeat=15, warmup=3)
+    # a launch whose host work takes longer than the kernel leaves the GPU idle between kernels
+    host = host_us(torch, ours, calls=50)
     flops = 2 * m * n * k
     rate_mine, rate_theirs = flops / (mine / 1e3) / 1e12, flops / (theirs / 1e3) / 1e12
     name = str(dtype).removeprefix("torch.")
-    print(f"{name:<9} {m:>6} x {n:>6} x {k:>6}  buildtile {rate_mine:7.1f} TFLOP/s ({mine:.3f} ms, {entry})  "
-          f"torch {rate_theirs:7.1f} TFLOP/s  ratio {rate_mine / rate_theirs:.2f}x", flush=True)
+    print(f"{name:<9} {m:>6} x {n:>6} x {k:>6}  buildtile {rate_mine:7.1f} TFLOP/s ({mine:.3f} ms, {entry}, "
+          f"host {host:.0f} us a launch)  torch {rate_theirs:7.1f} TFLOP/s  ratio {rate_mine / rate_theirs:.2f}x",
+          flush=True)
 
 
 def meets_bar(ratio: float) -> bool:
