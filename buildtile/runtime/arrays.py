@@ -445,7 +445,10 @@ def quick_view(obj: object) -> ArrayView | None:
     layout is plainly passable; None where :func:`array_view` must decide (and explain).
 
     A launch fast path uses it: whatever it accepts, :func:`array_view` would read alike."""
-    extractor = extractor_for(type(obj))
+    try:
+        extractor = _EXTRACTORS[type(obj)]
+    except KeyError:
+        extractor = choose_extractor(type(obj))
     if extractor is _cai_view:
         return _quick_cai_view(obj)
     if extractor is _torch_view or extractor is _cupy_view:
@@ -490,10 +493,17 @@ def _quick_cai_view(obj: object) -> ArrayView | None:
     except TypeError:  # unhashable parts: not a plain interface
         return None
     # a hit may be by equal values of other types (True == 1): only exact ints are plain
-    if type(typestr) is not str or not all(type(n) is int for n in shape) or (
-            byte_strides is not None and (type(byte_strides) is not tuple
-                                          or not all(type(s) is int for s in byte_strides))):
+    if type(typestr) is not str:
         return None
+    for n in shape:
+        if type(n) is not int:
+            return None
+    if byte_strides is not None:
+        if type(byte_strides) is not tuple:
+            return None
+        for n in byte_strides:
+            if type(n) is not int:
+                return None
     dtype, itemsize, strides, low, high, count = layout
     # layout_problem's checks that depend on the pointer (the alignment of a scalar element is its size)
     if not 0 <= ptr < _ADDRESS_END or ptr % itemsize:

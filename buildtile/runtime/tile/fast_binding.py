@@ -42,7 +42,7 @@ class FastBinder:
         #: the array parameter pairs that must not overlap (one of them is written)
         self.pairs = tuple((a.index, b.index) for i, a in enumerate(arrays) for b in arrays[i + 1:]
                            if a.writes or b.writes)
-        self.outs = tuple((p.index, p.name) for p in sig.outs)
+        self.outs = tuple(p.index for p in sig.outs)
         self.grid_index = sig.grid_param.index
         self.generic = tuple(p.index for p in params if p.name in sig.generic_params)
         #: generic kernels: the dtypes of the generic arrays -> (param_dtypes, dtype per parameter)
@@ -61,13 +61,12 @@ class FastBinder:
         the general way must decide (see the module docstring)."""
         if len(args) != self.count:
             return None
-        handles: list = []
-        objects: list = []
-        views: list = []
-        env: list = []
-        tiles: list = []
+        generic = self.generic
+        expected = self._plain_dtypes[1]
+        handles, tiles, views, env, values = [], [], [], [], []
         seen: set = set()
-        for (is_array, is_out, _, _, convert), arg in zip(self.plan, args):
+        device = None
+        for (is_array, is_out, writes, rank, convert), arg, dtype in zip(self.plan, args, expected):
             if not is_array:
                 if isinstance(arg, OwnedHandle):
                     return None
@@ -77,38 +76,26 @@ class FastBinder:
                     return None
                 handles.append(None)
                 tiles.append(None)
-                objects.append(value)
                 views.append(None)
                 env.append(value)
+                values.append(value)
                 continue
             plain = plain_argument(arg, is_out)
             if plain is None:
                 return None
             handle, obj, tile_shape = plain
             # a repeated handle or array: the general way words it
-            if id(obj) in seen or (handle is not None and id(handle) in seen):
+            if id(obj) in seen:
                 return None
             seen.add(id(obj))
             if handle is not None:
+                if id(handle) in seen:
+                    return None
                 seen.add(id(handle))
             view = quick_view(obj)
-            if view is None:
-                return None
-            handles.append(handle)
-            tiles.append(tile_shape)
-            objects.append(obj)
-            views.append(view)
-            env.append(view)
-
-        group, dtypes = self._dtypes(views) if self.generic else self._plain_dtypes
-        if dtypes is None:
-            return None
-        device = None
-        for (is_array, is_out, writes, rank, _), view, dtype in zip(self.plan, views, dtypes):
-            if not is_array:
-                continue
-            if (view.memory == HOST or view.dtype != dtype or len(view.shape) != rank
-                    or (writes and view.read_only) or (is_out and not view.is_contiguous())):
+            if (view is None or view.memory == HOST or (view.dtype != dtype and not generic)
+                    or len(view.shape) != rank or (writes and view.read_only)
+                    or (is_out and not view.is_contiguous())):
                 return None
             lo, hi = view.byte_range()
             if lo == hi:
@@ -121,13 +108,29 @@ class FastBinder:
                     device = view.device
                 elif view.device != device:
                     return None
+            handles.append(handle)
+            tiles.append(tile_shape)
+            views.append(view)
+            env.append(view)
+            values.append(view.ptr)
+            values += view.shape
+            values += view.strides
+
+        group = ()
+        if generic:
+            group, dtypes = self._dtypes(views)
+            if dtypes is None:
+                return None
+            for view, dtype in zip(views, dtypes):
+                if view is not None and view.dtype != dtype:
+                    return None
         for a, b in self.pairs:
             va, vb = views[a], views[b]
             if va.lo < vb.hi and vb.lo < va.hi:
                 return None
 
         sig = self.sig
-        out_tiles = tuple(tiles[k] for k, _ in self.outs)
+        out_tiles = tuple(tiles[k] for k in self.outs)
         spec = self._specs.get((out_tiles, group))
         if spec is None:
             spec = sig.exact_specialization(out_tiles, group)
@@ -144,19 +147,11 @@ class FastBinder:
             if grid is None:
                 return None
             self._remember(self._grids, (shape, tile_shape), grid)
-
-        values: list = []
-        for (is_array, *_), value in zip(self.plan, env):
-            if is_array:
-                values.append(value.ptr)
-                values += value.shape
-                values += value.strides
-            else:
-                values.append(value)
         if sig.takes_schedule:
             values.append(DEFAULT_SCHEDULE.word)
-        returned = tuple(obj if is_array else arg for (is_array, *_), obj, arg in zip(self.plan, objects, args))
-        return TileBinding(spec, grid, tuple(values), returned, tuple(handles), tuple(views), None, stream, False, True)
+        returned = tuple(arg if view is None else view.obj for view, arg in zip(views, args))
+        return TileBinding(spec, grid, tuple(values), returned, tuple(handles), tuple(views), None, stream,
+                           False, True)
 
     def _dtypes(self, views: list) -> tuple:
         """A generic kernel's (param_dtypes, dtype per parameter) for the generic arrays' dtypes;

@@ -391,6 +391,8 @@ def partition(array: object, tile_shape=None, *, order: str | None = None, group
 
 def _schedule(order, group, persistent, rank: int) -> TileSchedule:
     """The options of ``tile.partition`` as a :class:`TileSchedule`, each bad one refused by name."""
+    if order is None and group is None and persistent is False:  # no options: nothing to check
+        return DEFAULT_SCHEDULE
     if order is not None and (not isinstance(order, str) or order not in TILE_ORDERS):
         raise ContractError(
             f"unknown tile order: `order` is {order!r}",
@@ -419,6 +421,12 @@ def _schedule(order, group, persistent, rank: int) -> TileSchedule:
 
 def _tile_shape(tile_shape, shape: tuple[int, ...]) -> tuple[int, ...]:
     """``tile_shape`` as a tuple of ints, checked against the array's ``shape``."""
+    if type(tile_shape) in (list, tuple) and len(tile_shape) == len(shape):  # the common form, checked in one pass
+        for t in tile_shape:
+            if type(t) is not int or t < 1:
+                break
+        else:
+            return tuple(tile_shape)
     items = tile_shape if isinstance(tile_shape, (list, tuple)) else (tile_shape,)
     try:
         if any(isinstance(t, bool) for t in items):
@@ -439,6 +447,12 @@ def _tile_shape(tile_shape, shape: tuple[int, ...]) -> tuple[int, ...]:
 def array_shape(array: object) -> tuple[int, ...]:
     """The shape of any array object, without exporting it (its ``.shape`` or its CUDA array interface)."""
     shape = getattr(array, "shape", None)
+    if type(shape) is tuple:  # already plain ints: nothing to convert
+        for n in shape:
+            if type(n) is not int:
+                break
+        else:
+            return shape
     if shape is None and hasattr(array, "__cuda_array_interface__"):
         shape = array.__cuda_array_interface__.get("shape")
     try:
