@@ -438,6 +438,118 @@ def _typestr(typestr: str) -> tuple[str, int]:
         return result
 
 
+# ------------------------------------------------------------------ quick views
+
+def quick_view(obj: object) -> ArrayView | None:
+    """The view of ``obj`` when it can be read without side effects (no DLPack export) and its
+    layout is plainly passable; None where :func:`array_view` must decide (and explain).
+
+    A launch fast path uses it: whatever it accepts, :func:`array_view` would read alike."""
+    try:
+        extractor = _EXTRACTORS[type(obj)]
+    except KeyError:
+        extractor = choose_extractor(type(obj))
+    if extractor is _cai_view:
+        return _quick_cai_view(obj)
+    if extractor is _torch_view or extractor is _cupy_view:
+        try:
+            view = extractor(obj, 0)  # the stream is asked only of DLPack producers
+        except Exception:  # noqa: BLE001 (array_view says it in the producer's words)
+            return None
+        return view if view.problem is None else None
+    return None
+
+
+#: (typestr, shape, byte strides) of a CUDA array interface -> what its layout gives a view
+#: (dtype, itemsize, element strides, lowest and highest element offset, element count), for
+#: plain layouts only; bounded, as shapes vary without end
+_PLAIN_CAI_LAYOUTS: dict[tuple, tuple] = {}
+_PLAIN_CAI_LAYOUTS_MAX = 1024
+
+
+def _quick_cai_view(obj: object) -> ArrayView | None:
+    try:
+        cai = obj.__cuda_array_interface__
+        data, typestr, shape = cai["data"], cai["typestr"], cai["shape"]
+    except Exception:  # noqa: BLE001 (view_from_cai words it)
+        return None
+    if type(cai) is not dict or type(data) is not tuple or len(data) != 2 or type(shape) is not tuple:
+        return None
+    ptr, read_only = data
+    byte_strides = cai.get("strides")
+    stream = cai.get("stream")
+    if type(ptr) is not int or cai.get("mask") is not None or (stream is not None and type(stream) is not int):
+        return None
+    key = (typestr, shape, byte_strides)
+    try:
+        layout = _PLAIN_CAI_LAYOUTS[key]
+    except KeyError:
+        layout = _plain_cai_layout(typestr, shape, byte_strides)
+        if layout is None:
+            return None
+        if len(_PLAIN_CAI_LAYOUTS) >= _PLAIN_CAI_LAYOUTS_MAX:
+            _PLAIN_CAI_LAYOUTS.clear()
+        _PLAIN_CAI_LAYOUTS[key] = layout
+    except TypeError:  # unhashable parts: not a plain interface
+        return None
+    # a hit may be by equal values of other types (True == 1): only exact ints are plain
+    if type(typestr) is not str:
+        return None
+    for n in shape:
+        if type(n) is not int:
+            return None
+    if byte_strides is not None:
+        if type(byte_strides) is not tuple:
+            return None
+        for n in byte_strides:
+            if type(n) is not int:
+                return None
+    dtype, itemsize, strides, low, high, count = layout
+    # layout_problem's checks that depend on the pointer (the alignment of a scalar element is its size)
+    if not 0 <= ptr < _ADDRESS_END or ptr % itemsize:
+        return None
+    if count and not 0 <= ptr + low * itemsize < ptr + (high + 1) * itemsize < _ADDRESS_END:
+        return None
+    view = _VIEW_NEW(ArrayView)
+    view.obj, view.ptr, view.shape, view.strides = obj, ptr, shape, strides
+    view.dtype, view.itemsize, view.device, view.memory, view.origin = dtype, itemsize, None, UNKNOWN, "array"
+    view.stream, view.read_only, view.problem, view.keepalive = stream, bool(read_only), None, None
+    view.location = view.fields = view.raw = None
+    return view
+
+
+_VIEW_NEW = object.__new__
+
+
+def _plain_cai_layout(typestr, shape: tuple, byte_strides) -> tuple | None:
+    """The layout facts of a plain interface (scalar elements, integer extents and strides in
+    elements, a span int64 holds: what layout_problem asks but the pointer); None otherwise."""
+    if type(typestr) is not str or typestr[1:2] == "V" or not all(type(n) is int for n in shape):
+        return None
+    if byte_strides is not None and (type(byte_strides) is not tuple or not all(type(s) is int for s in byte_strides)):
+        return None
+    try:
+        dtype, itemsize = _typestr(typestr)
+        strides, problem = _element_strides(shape, byte_strides, itemsize)
+    except Exception:  # noqa: BLE001 (view_from_cai words it)
+        return None
+    if problem is not None:
+        return None
+    count, low, high = 1, 0, 0
+    for extent, stride in zip(shape, strides):
+        if extent < 0 or not -_INT64_MAX <= stride <= _INT64_MAX:
+            return None
+        count *= extent
+        span = (extent - 1) * stride
+        if span < 0:
+            low += span
+        else:
+            high += span
+    if count > _INT64_MAX or (count and ((high + 1) * itemsize > _INT64_MAX or low * itemsize < -_INT64_MAX)):
+        return None
+    return dtype, itemsize, strides, low, high, count
+
+
 # ------------------------------------------------------------------ inline readers
 
 class InlineReader:

@@ -35,7 +35,7 @@ from buildtile.runtime.arrays import ArrayView, array_view
 from buildtile.runtime.contract import MAX_GRID, Dim3
 from buildtile.runtime.dtypes import ScalarRefused, describe_value, scalar_converter
 from buildtile.runtime.tile.grid import launch_grid, persistent_grid, tile_counts
-from buildtile.runtime.tile.handles import OwnedHandle, Partition, TileSchedule, TileTensor
+from buildtile.runtime.tile.handles import DEFAULT_SCHEDULE, OwnedHandle, Partition, TileSchedule, TileTensor
 from buildtile.runtime.tile.signature import TileSignature
 
 
@@ -52,6 +52,9 @@ class TileBinding:
     device: int | None                # set by settle_device; None while unknown
     stream: int                       # the stream DLPack producers were asked to make data ready on
     persistent: bool = False          # the grid is one wave of blocks (set_persistent_grid)
+    #: every array was read through a CUDA array protocol (arrays.quick_view), so each is known to
+    #: be what a TileTensor wraps
+    quick: bool = False
 
 
 def set_persistent_grid(sig: TileSignature, binding: TileBinding, sms: int, threads: int, shared_bytes: int) -> None:
@@ -251,7 +254,7 @@ def _schedule(sig: TileSignature, handles: tuple) -> TileSchedule:
     output's tiles fix the order), nor can a kernel built before kernels took one."""
     for p in sig.outs:
         schedule = handles[p.index].schedule
-        if schedule == TileSchedule():
+        if schedule == DEFAULT_SCHEDULE:
             continue
         if p is not sig.grid_param:
             raise ContractError(

@@ -136,6 +136,34 @@ def give_back(array: object, handle: OwnedHandle | None) -> TileTensor:
     return TileTensor(array, name=handle._name if handle is not None else None)
 
 
+def plain_argument(arg: object, is_out: bool) -> tuple | None:
+    """``(handle or None, array, tile shape or None)`` for an array argument a launch takes as it
+    is: a live Partition with a tile shape and the default schedule for a tile.Out parameter
+    (``is_out``), a live TileTensor or a raw array for an input. None for anything else, which the
+    launch's general checks accept or refuse."""
+    cls = type(arg)
+    if cls is Partition:
+        if not is_out or arg._moved is not None or arg._tile_shape is None or arg._schedule is not DEFAULT_SCHEDULE:
+            return None
+        return arg, arg._array, arg._tile_shape
+    if cls is TileTensor:
+        return None if is_out or arg._moved is not None else (arg, arg._array, None)
+    if is_out or isinstance(arg, OwnedHandle):
+        return None
+    return None, arg, None
+
+
+def give_back_checked(array: object, handle: OwnedHandle | None) -> TileTensor:
+    """:func:`give_back` for an array the launch already read through one of its protocols: the
+    check of what an array is holds, so it is not asked again (a protocol property may cost a
+    dict per call)."""
+    tensor = _TENSOR_NEW(TileTensor)
+    tensor._array = array
+    tensor._name = handle._name if handle is not None else None
+    tensor._moved = None
+    return tensor
+
+
 class TileTensor(OwnedHandle):
     """A handle owning one CUDA array for Tile launches (see the module docstring).
 
@@ -154,12 +182,7 @@ class TileTensor(OwnedHandle):
                 f"mismatched types: a TileTensor wraps a CUDA array, got a {type(array).__name__}",
                 help="a TileTensor or Partition already owns its array; pass it on as it is",
             )
-        if not (hasattr(array, "__cuda_array_interface__") or hasattr(array, "__dlpack__")):
-            raise TypeMismatchError(
-                f"mismatched types: a TileTensor wraps a CUDA array, got {describe_value(array)}",
-                help="pass a PyTorch or CuPy array, a buildtile DeviceArray, or any object with "
-                     "__cuda_array_interface__ or __dlpack__",
-            )
+        _refuse_non_array(array)
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a string, got {name!r}")
         super().__init__(array, name)
@@ -206,6 +229,20 @@ class TileTensor(OwnedHandle):
         return f"<TileTensor{named} over {describe_value(self._array)}{of_shape}>"
 
 
+#: a TileTensor's allocation, past its checking constructor (give_back_checked)
+_TENSOR_NEW = object.__new__
+
+
+def _refuse_non_array(array: object) -> None:
+    """What a TileTensor or a partition may wrap: an object with a CUDA array protocol."""
+    if not (hasattr(array, "__cuda_array_interface__") or hasattr(array, "__dlpack__")):
+        raise TypeMismatchError(
+            f"mismatched types: a TileTensor wraps a CUDA array, got {describe_value(array)}",
+            help="pass a PyTorch or CuPy array, a buildtile DeviceArray, or any object with "
+                 "__cuda_array_interface__ or __dlpack__",
+        )
+
+
 def tensor(array: object, *, name: str | None = None) -> TileTensor:
     """``tile.tensor(torch_t)``: a :class:`TileTensor` owning ``array`` (a TileTensor stays itself).
 
@@ -229,7 +266,7 @@ class Partition(OwnedHandle):
         super().__init__(array, name)
         self._tile_shape = tile_shape
         self._shape = shape
-        self._schedule = schedule if schedule is not None else TileSchedule()
+        self._schedule = schedule if schedule is not None else DEFAULT_SCHEDULE
 
     @property
     def schedule(self) -> TileSchedule:
@@ -274,7 +311,7 @@ class Partition(OwnedHandle):
         if self._moved is not None:
             return f"<Partition {self._label(self._moved)} moved into {self._moved.into}>"
         named = f" `{self._name}`" if self._name else ""
-        order = "" if self._schedule == TileSchedule() else f" ({self._schedule.describe()})"
+        order = "" if self._schedule == DEFAULT_SCHEDULE else f" ({self._schedule.describe()})"
         tiles = "tiles chosen at launch" if self._tile_shape is None else f"tiles of {self._tile_shape}"
         return f"<Partition{named} of shape {self._shape} into {tiles}{order}>"
 
@@ -313,6 +350,10 @@ class TileSchedule:
         return ", ".join(parts + (["persistent=True"] if self.persistent else []))
 
 
+#: the schedule of a partition given no options (shared: a TileSchedule is immutable)
+DEFAULT_SCHEDULE = TileSchedule()
+
+
 def partition(array: object, tile_shape=None, *, order: str | None = None, group: int | None = None,
               persistent: bool = False) -> Partition:
     """Cut ``array`` (a TileTensor, which is moved, or any CUDA array) into tiles of ``tile_shape``.
@@ -333,7 +374,9 @@ def partition(array: object, tile_shape=None, *, order: str | None = None, group
     handle = array if isinstance(array, TileTensor) else None
     raw = handle.live_array("partitioning it") if handle is not None else array
     if handle is None:
-        TileTensor(raw)  # the same check of what an array is
+        if isinstance(raw, OwnedHandle):
+            TileTensor(raw)  # refused with the constructor's words
+        _refuse_non_array(raw)
     shape = array_shape(raw)
     tiles = None if tile_shape is None else _tile_shape(tile_shape, shape)
     schedule = _schedule(order, group, persistent, len(shape))
@@ -348,6 +391,8 @@ def partition(array: object, tile_shape=None, *, order: str | None = None, group
 
 def _schedule(order, group, persistent, rank: int) -> TileSchedule:
     """The options of ``tile.partition`` as a :class:`TileSchedule`, each bad one refused by name."""
+    if order is None and group is None and persistent is False:  # no options: nothing to check
+        return DEFAULT_SCHEDULE
     if order is not None and (not isinstance(order, str) or order not in TILE_ORDERS):
         raise ContractError(
             f"unknown tile order: `order` is {order!r}",
@@ -369,11 +414,19 @@ def _schedule(order, group, persistent, rank: int) -> TileSchedule:
                             help="leave `order` out (row order) for this partition")
     if not isinstance(persistent, bool):
         raise ContractError(f"`persistent` is True or False, got {describe_value(persistent)}")
+    if order is None and not persistent:
+        return DEFAULT_SCHEDULE
     return TileSchedule(order, (DEFAULT_GROUP if group is None else group) if order == "grouped" else 0, persistent)
 
 
 def _tile_shape(tile_shape, shape: tuple[int, ...]) -> tuple[int, ...]:
     """``tile_shape`` as a tuple of ints, checked against the array's ``shape``."""
+    if type(tile_shape) in (list, tuple) and len(tile_shape) == len(shape):  # the common form, checked in one pass
+        for t in tile_shape:
+            if type(t) is not int or t < 1:
+                break
+        else:
+            return tuple(tile_shape)
     items = tile_shape if isinstance(tile_shape, (list, tuple)) else (tile_shape,)
     try:
         if any(isinstance(t, bool) for t in items):
@@ -394,6 +447,12 @@ def _tile_shape(tile_shape, shape: tuple[int, ...]) -> tuple[int, ...]:
 def array_shape(array: object) -> tuple[int, ...]:
     """The shape of any array object, without exporting it (its ``.shape`` or its CUDA array interface)."""
     shape = getattr(array, "shape", None)
+    if type(shape) is tuple:  # already plain ints: nothing to convert
+        for n in shape:
+            if type(n) is not int:
+                break
+        else:
+            return shape
     if shape is None and hasattr(array, "__cuda_array_interface__"):
         shape = array.__cuda_array_interface__.get("shape")
     try:

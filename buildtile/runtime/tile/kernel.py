@@ -27,6 +27,7 @@ from buildtile.runtime.contract import check_compute_capability
 from buildtile.runtime.driver import get_driver
 from buildtile.runtime.images import runs_on
 from buildtile.runtime.package import KernelFunction, ManifestBound, PackageRuntime
+from buildtile.runtime.tile.fast_binding import FastBinder
 from buildtile.runtime.tile.launch import PendingLaunch, checked_launch
 from buildtile.runtime.tile.signature import TileSignature
 
@@ -37,6 +38,7 @@ class TileKernel(ManifestBound):
     def __init__(self, pyfunc: Callable) -> None:
         super().__init__(pyfunc, "tile")
         self._functions: dict[tuple[str, int], KernelFunction] = {}
+        self._fast_binder: FastBinder | None = None
 
     # ------------------------------------------------------------------ binding to the manifest
 
@@ -53,6 +55,13 @@ class TileKernel(ManifestBound):
     def __call__(self, *args) -> PendingLaunch:
         """Check ``args``, move their handles and return the pending launch (see the module docstring)."""
         return checked_launch(self, args)
+
+    def fast_binder(self) -> FastBinder:
+        """The binder of this kernel's plainly right launches (made on first use, for its signature)."""
+        binder = self._fast_binder
+        if binder is None or binder.sig is not self.signature:
+            binder = self._fast_binder = FastBinder(self.signature)
+        return binder
 
     def __getitem__(self, config):
         name = self.__name__

@@ -38,7 +38,7 @@ from buildtile.runtime.package import KernelFunction
 from buildtile.runtime.streams import default_stream, stream_handle
 from buildtile.runtime.tensor_maps import tma_arguments
 from buildtile.runtime.tile.binding import TileBinding, bind, set_persistent_grid, settle_device
-from buildtile.runtime.tile.handles import MoveSite, arrays_of, give_back, move_all
+from buildtile.runtime.tile.handles import arrays_of, give_back, give_back_checked, move_all
 
 _PENDING, _LAUNCHED, _CANCELLED = "pending", "launched", "cancelled"
 
@@ -51,18 +51,21 @@ def checked_launch(kernel, args: tuple) -> PendingLaunch:
     """Check ``args`` against ``kernel``, load the chosen specialization for their device, move
     their handles and return the pending launch (nothing is moved when a check refuses)."""
     sig = kernel.signature
-    binding = bind(sig, args, default_stream(arrays_of(args)))
+    binder = kernel.fast_binder()
+    stream = default_stream(arrays_of(args))
+    binding = binder.bind(args, stream)
+    if binding is None:  # not plainly right: the general way accepts it or says why not
+        binding = bind(sig, args, stream)
     driver = get_driver()
     device = settle_device(sig, binding, driver.pointer_memory)
     if device is None:  # only empty arrays: the calling thread's device
         device = driver.current_device()
     function = kernel.function_for(binding.specialization, device)
-    entry = _entry(sig, binding, function, driver)
+    entry = _entry(sig, binding, function, driver, binder.plain_entries)
     if binding.persistent:
         set_persistent_grid(sig, binding, driver.multiprocessor_count(device), entry.block[0], entry.shared_bytes)
-    names = [p.name for p in sig.params]
-    move_all([(handle, MoveSite.launch(sig.name, p.name, names))
-              for p, handle in zip(sig.params, binding.handles) if handle is not None],
+    sites = binder.sites
+    move_all([(handle, sites[k]) for k, handle in enumerate(binding.handles) if handle is not None],
              f"passing it to `{sig.name}`")
     return PendingLaunch(_CHECKED, kernel, binding, entry)
 
@@ -77,15 +80,19 @@ class LaunchEntry:
     tensor_maps: tuple[bytes, ...] = ()
 
 
-def _entry(sig, binding: TileBinding, function: KernelFunction, driver) -> LaunchEntry:
-    """The TMA entry where it is loaded and every mapped input suits TMA, else the plain one."""
+def _entry(sig, binding: TileBinding, function: KernelFunction, driver, plain: dict) -> LaunchEntry:
+    """The TMA entry where it is loaded and every mapped input suits TMA, else the plain one
+    (made once per function, kept in ``plain``: a LaunchEntry is immutable)."""
     spec = binding.specialization
     if function.tma is not None:
         views = {p.name: view for p, view in zip(sig.params, binding.views) if view is not None}
         maps = tma_arguments(spec.tma, views, driver)
         if maps is not None:
             return LaunchEntry(function.tma, spec.tma.block, spec.tma.shared_bytes, maps)
-    return LaunchEntry(function, spec.block, spec.shared_bytes)
+    entry = plain.get(id(function))
+    if entry is None or entry.function is not function:  # the entry holds its function: ids stay unique
+        entry = plain[id(function)] = LaunchEntry(function, spec.block, spec.shared_bytes)
+    return entry
 
 
 class PendingLaunch:
@@ -202,19 +209,23 @@ class PendingLaunch:
         """Streams the launch must wait for: producers named by the CUDA array interface, and the
         stream DLPack producers synchronised onto when the arguments were checked."""
         binding = self._binding
-        views = [v for v in binding.views if v is not None]
-        producers = {v.stream for v in views if v.stream is not None}
-        if any(v.keepalive is not None for v in views):
-            producers.add(binding.stream)
+        producers = set()
+        for v in binding.views:
+            if v is not None:
+                if v.stream is not None:
+                    producers.add(v.stream)
+                if v.keepalive is not None:
+                    producers.add(binding.stream)
+        if not producers:
+            return []
         producers.discard(stream)
         return sorted(producers)
 
     def _results(self) -> tuple:
         binding = self._binding
-        out = []
-        for p, arg, handle in zip(self.kernel.signature.params, binding.args, binding.handles):
-            out.append(give_back(arg, handle) if p.is_array else arg)
-        return tuple(out)
+        fresh = give_back_checked if binding.quick else give_back
+        return tuple(arg if view is None else fresh(arg, handle)
+                     for arg, handle, view in zip(binding.args, binding.handles, binding.views))
 
     def __repr__(self) -> str:
         return (f"<{self._state} tile launch of {self.kernel.__name__}: tile shapes "

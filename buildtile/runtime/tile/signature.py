@@ -100,6 +100,11 @@ class TileSignature:
     def _param_index(self, name: str) -> int:
         return next(p.index for p in self.params if p.name == name)
 
+    def exact_specialization(self, tiles: tuple, group: tuple = ()) -> SpecializationRecord | None:
+        """The specialization compiled for the tile shapes ``tiles`` (one tuple per tile.Out
+        parameter, in order) and dtypes ``group``; None when there is none."""
+        return self._exact.get((tuple((p.name, t) for p, t in zip(self.outs, tiles)), group))
+
     def specialization_for(self, tile_shapes: Mapping[str, tuple[int, ...] | None], group: tuple = (),
                            extents: tuple[int, ...] = ()) -> SpecializationRecord:
         """The specialization compiled for exactly these tile shapes (one per tile.Out parameter) and
