@@ -48,17 +48,18 @@ def build(source: Path, root: Path, package: str = PACKAGE, module: str = "matmu
     return compiled_here(source, root, package, module, ["sm_80", "sm_90a"])
 
 
-def bench(torch, tile, kernel, dtype, m: int, n: int, k: int, tile_shape: list[int], inner: int) -> None:
+def bench(torch, tile, kernel, dtype, m: int, n: int, k: int, tile_shape: list[int], inner: int,
+          persistent: bool = False) -> None:
     a = torch.randn(m, k, device="cuda", dtype=dtype)
     b = torch.randn(k, n, device="cuda", dtype=dtype)
     c = torch.empty(m, n, device="cuda", dtype=dtype)
     want = a.float() @ b.float()
-    probe = kernel(a, b, tile.partition(c, tile_shape))
+    probe = kernel(a, b, tile.partition(c, tile_shape, persistent=persistent))
     entry = "TMA entry" if probe.uses_tma else "sm_80 entry"
     probe.cancel()
 
     def ours():
-        kernel(a, b, tile.partition(c, tile_shape)).launch()
+        kernel(a, b, tile.partition(c, tile_shape, persistent=persistent)).launch()
 
     def check(what):
         def close():
@@ -85,7 +86,8 @@ def meets_bar(ratio: float) -> bool:
     return ratio >= EPILOGUE_BAR
 
 
-def bench_bias_gelu(torch, tile, kernel, dtype, m: int, n: int, k: int, tile_shape: list[int], inner: int) -> float:
+def bench_bias_gelu(torch, tile, kernel, dtype, m: int, n: int, k: int, tile_shape: list[int], inner: int,
+                    persistent: bool = False) -> float:
     """One fused row: ``kernel`` (gelu(a @ b + bias) in one launch) against torch's unfused chain;
     prints it and returns the ratio of the rates (ours / torch's)."""
     gelu = torch.nn.functional.gelu
@@ -94,7 +96,7 @@ def bench_bias_gelu(torch, tile, kernel, dtype, m: int, n: int, k: int, tile_sha
     bias = torch.randn(n, device="cuda", dtype=dtype)
     c = torch.empty(m, n, device="cuda", dtype=dtype)
     want = gelu(a.float() @ b.float() + bias.float())
-    probe = kernel(a, b, bias, tile.partition(c, tile_shape))
+    probe = kernel(a, b, bias, tile.partition(c, tile_shape, persistent=persistent))
     entry = "TMA entry" if probe.uses_tma else "sm_80 entry"
     probe.cancel()
 
@@ -104,7 +106,7 @@ def bench_bias_gelu(torch, tile, kernel, dtype, m: int, n: int, k: int, tile_sha
             raise AssertionError(f"{what} differs from the f32 result after timing (max relative error {err:.3g})")
 
     def ours():
-        kernel(a, b, bias, tile.partition(c, tile_shape)).launch()
+        kernel(a, b, bias, tile.partition(c, tile_shape, persistent=persistent)).launch()
 
     chain = {}
 
@@ -131,6 +133,7 @@ def main() -> None:
     parser.add_argument("--tile", type=int, nargs=2, default=[128, 256], help="the specialization to launch")
     parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES, help="M,N,K of each product")
     parser.add_argument("--inner", type=int, default=5, help="launches per timing sample")
+    parser.add_argument("--persistent", action="store_true", help="launch a persistent grid (one wave of blocks)")
     parser.add_argument("--epilogue-source", type=Path, default=EPILOGUE_SOURCE,
                         help="module with matmul_bias_gelu_bf16 / matmul_bias_gelu_f16")
     parser.add_argument("--epilogue-shapes", nargs="*", default=EPILOGUE_SHAPES,
@@ -141,13 +144,14 @@ def main() -> None:
 
     from buildtile import tile
 
-    print(f"device: {torch.cuda.get_device_name(0)}; kernels: {args.source}, tile {args.tile}", flush=True)
+    print(f"device: {torch.cuda.get_device_name(0)}; kernels: {args.source}, tile {args.tile}"
+          f"{', persistent grid' if args.persistent else ''}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_gemm_") as tmp:
         kernels = build(args.source, Path(tmp))
         for dtype, name in ((torch.bfloat16, "matmul_bf16"), (torch.float16, "matmul_f16")):
             for shape in args.shapes:
                 m, n, k = (int(x) for x in shape.split(","))
-                bench(torch, tile, getattr(kernels, name), dtype, m, n, k, list(args.tile), args.inner)
+                bench(torch, tile, getattr(kernels, name), dtype, m, n, k, list(args.tile), args.inner, args.persistent)
         if args.epilogue_shapes:
             print(f"fused epilogues: {args.epilogue_source}, tile {args.tile}", flush=True)
             (Path(tmp) / "epilogues").mkdir()
@@ -157,7 +161,7 @@ def main() -> None:
                 for shape in args.epilogue_shapes:
                     m, n, k = (int(x) for x in shape.split(","))
                     ratios.append(bench_bias_gelu(torch, tile, getattr(epilogues, name), dtype, m, n, k,
-                                                  list(args.tile), args.inner))
+                                                  list(args.tile), args.inner, args.persistent))
             verdict = "PASS" if all(meets_bar(r) for r in ratios) else "FAIL"
             print(f"{verdict}: fused bias+gelu >= {EPILOGUE_BAR:.1f}x torch's unfused chain "
                   f"(lowest ratio {min(ratios):.2f}x over {len(ratios)} rows)", flush=True)
