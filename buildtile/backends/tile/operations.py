@@ -23,7 +23,7 @@ MATH = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "abs": 
 INT_MATH = {"abs", "maximum", "minimum"}
 #: ``tile.gelu(x, approximate=...)``: torch's two forms, each lowered as a composition of other math
 GELU_FORMS = {"none": "gelu", "tanh": "gelu_tanh"}
-REDUCTIONS = ("sum", "max", "min")
+REDUCTIONS = ("sum", "prod", "max", "min") + ir.INDEX_REDUCTIONS
 
 
 class TileOperations(TileShapes):
@@ -79,7 +79,8 @@ class TileOperations(TileShapes):
             args = self.bind_args(node, method, ["axis", "keepdims"], {"axis": None, "keepdims": None})
             return self.reduce(method, value, args["axis"], args["keepdims"], node)
         self.fail("BT0425", node.func, f"no method `{method}` on a tile",
-                  help="tiles have .astype(), .reshape(), .permute(), .transpose(), .sum/.max/.min()")
+                  help="tiles have .astype(), .reshape(), .permute(), .transpose(), "
+                       ".sum/.prod/.max/.min/.argmax/.argmin()")
 
     def dtype_arg(self, node: ast.AST) -> Scalar:
         if isinstance(node, ast.Attribute) and node.attr == "dtype":   # `x.dtype` of an array, a tile or a scalar
@@ -420,11 +421,24 @@ class TileOperations(TileShapes):
             if not -rank <= axis < rank:
                 self.fail("BT0308", axis_node, f"axis {axis} is out of range for a tile of rank {rank}")
             axes = [axis % rank]
-        for axis in sorted(axes, reverse=True):
-            shape = value.ty.shape[:axis] + value.ty.shape[axis + 1:]
-            value = ir.Reduce(TileT(value.ty.dtype, shape), op=op, value=value, axis=axis, src=node)
+        if op in ir.INDEX_REDUCTIONS:
+            value = self.index_reduce(op, value, axes, node)
+        else:
+            for axis in sorted(axes, reverse=True):
+                shape = value.ty.shape[:axis] + value.ty.shape[axis + 1:]
+                value = ir.Reduce(TileT(value.ty.dtype, shape), op=op, value=value, axis=axis, src=node)
         if keep:
             for axis in sorted(axes):
                 shape = value.ty.shape[:axis] + (1,) + value.ty.shape[axis:]
                 value = ir.ExpandDims(TileT(value.ty.dtype, shape), value=value, axis=axis, src=node)
         return value
+
+    def index_reduce(self, op: str, value: ir.Expr, axes: list[int], node) -> ir.Expr:
+        """argmax/argmin along one axis; over every axis, the position in the tile flattened in
+        row-major order (as NumPy's)."""
+        if len(axes) != 1:
+            value = ir.Reshape(TileT(value.ty.dtype, (value.ty.size,)), value=value, src=node)
+            axes = [0]
+        (axis,) = axes
+        shape = value.ty.shape[:axis] + value.ty.shape[axis + 1:]
+        return ir.Reduce(TileT(ir.INDEX_DTYPE, shape), op=op, value=value, axis=axis, src=node)
