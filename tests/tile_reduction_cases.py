@@ -11,11 +11,12 @@ import numpy as np
 
 from buildtile.runtime.dtypes import bf16_bits, bf16_values
 
-DTYPES = ("f32", "bf16", "i32")
-NUMPY = {"f32": np.float32, "bf16": np.uint16, "i32": np.int32}
+DTYPES = ("f32", "f16", "bf16", "i32", "u8")
+FLOATS = ("f32", "f16", "bf16")
+NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "u8": np.uint8}
 #: padding below (above) every value, so a ragged edge is never the maximum (minimum)
-LOWEST = {"f32": "-math.inf", "bf16": "-math.inf", "i32": "-2147483648"}
-HIGHEST = {"f32": "math.inf", "bf16": "math.inf", "i32": "2147483647"}
+LOWEST = {"f32": "-math.inf", "f16": "-math.inf", "bf16": "-math.inf", "i32": "-2147483648", "u8": "0"}
+HIGHEST = {"f32": "math.inf", "f16": "math.inf", "bf16": "math.inf", "i32": "2147483647", "u8": "255"}
 #: (rows, cols) tiles of the row kernels: 4 rows of 1024 (each row inside a warp) and one row
 #: of 4096 (spread over the block's warps, combined through shared memory)
 ROW_TILES = ((4, 1024), (1, 4096))
@@ -28,11 +29,11 @@ COL_ROWS = 64
 def source() -> str:
     out = ['"""Index and product reductions, one kernel per element type (generated)."""', "",
            "import math", "", "from buildtile import tile",
-           "from buildtile.types import Tensor, bf16, f32, i32", "",
+           "from buildtile.types import Tensor, bf16, f16, f32, i32, u8", "",
            f"CHUNK = {CHUNK}", ""]
     specs = ", ".join(f'{{"best": [{r}, 1], "worst": [{r}, 1], "product": [{r}, 1]}}' for r, _ in ROW_TILES)
     for d in DTYPES:
-        low, high, one = LOWEST[d], HIGHEST[d], "1" if d == "i32" else "1.0"
+        low, high, one = LOWEST[d], HIGHEST[d], "1.0" if d in FLOATS else "1"
         out += [f'''
 @tile.kernel(specialize=[{specs}])
 def rows_{d}(x: Tensor[{d}, 2], best: tile.Out[i32, 2], worst: tile.Out[i32, 2], product: tile.Out[{d}, 2]):
@@ -89,22 +90,14 @@ def rng(seed: int):
 def values(dtype: str, shape, seed: int, spread: int = 8) -> np.ndarray:
     """Small integers (many ties), stored as ``dtype``: bf16 as its bit patterns."""
     x = rng(seed).integers(-spread, spread + 1, shape)
-    if dtype == "i32":
-        return x.astype(np.int32)
-    x = x.astype(np.float32)
-    return bf16_bits(x) if dtype == "bf16" else x
+    return stored(x + spread if dtype == "u8" else x, dtype)
 
 
 def powers_of_two(dtype: str, shape, seed: int) -> np.ndarray:
-    """Values of +-1, +-2 and +-0.5 (+-1, +-2 for integers): every product of a row is exact in
-    every order in floats, and wraps the same in every order in integers."""
-    r = rng(seed)
-    choices = np.array([1, -1, 2, -2] if dtype == "i32" else [1.0, -1.0, 2.0, -2.0, 0.5, -0.5])
-    x = r.choice(choices, shape, p=None)
-    if dtype == "i32":
-        return x.astype(np.int32)
-    x = x.astype(np.float32)
-    return bf16_bits(x) if dtype == "bf16" else x
+    """Values of +-1, +-2 and +-0.5 (1 and 2, negated for signed integers): every product of a row
+    is exact in every order in floats, and wraps the same in every order in integers."""
+    choices = {"i32": [1, -1, 2, -2], "u8": [1, 2]}.get(dtype, [1.0, -1.0, 2.0, -2.0, 0.5, -0.5])
+    return stored(rng(seed).choice(np.array(choices), shape), dtype)
 
 
 def numbers(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -113,30 +106,32 @@ def numbers(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def stored(x: np.ndarray, dtype: str) -> np.ndarray:
-    """Values in ``dtype``'s storage (bf16 as bits; exact for the products above)."""
-    if dtype == "i32":
-        return x.astype(np.int32)
-    return bf16_bits(x.astype(np.float32)) if dtype == "bf16" else x.astype(np.float32)
+    """Values in ``dtype``'s storage, rounded to nearest (bf16 as its bit patterns); integers wrap."""
+    if dtype == "bf16":
+        return bf16_bits(np.asarray(x, np.float32))
+    with np.errstate(over="ignore"):          # a product past f16's range is inf, as the kernel's
+        return np.asarray(x).astype(NUMPY[dtype])
 
 
 def row_product(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Each row's product, in ``dtype``'s storage (exact before the one rounding, for floats)."""
     v = numbers(x, dtype)
-    return v.prod(axis=1, dtype=np.int32 if dtype == "i32" else np.float64)
+    return stored(v.prod(axis=1, dtype=np.float64 if dtype in FLOATS else NUMPY[dtype]), dtype)
 
 
 def block_reference(x: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     """Per 16 x 64 block (padded below every value for the argmax, as the kernel pads it): the
-    flat position of its first maximum, and its product."""
-    v = numbers(x, dtype).astype(np.float64 if dtype != "i32" else np.int64)
-    low = np.iinfo(np.int32).min if dtype == "i32" else -np.inf
+    flat position of its first maximum, and its product (in ``dtype``'s storage)."""
+    v = numbers(x, dtype)
+    low = -np.inf if dtype in FLOATS else np.iinfo(NUMPY[dtype]).min
     rows, cols = -(-v.shape[0] // 16), -(-v.shape[1] // 64)
     best = np.zeros((rows, cols), np.int32)
-    product = np.zeros((rows, cols), np.float64 if dtype != "i32" else np.int32)
+    product = np.zeros((rows, cols), np.float64 if dtype in FLOATS else NUMPY[dtype])
     for i in range(rows):
         for j in range(cols):
             block = v[i * 16:(i + 1) * 16, j * 64:(j + 1) * 64]
-            padded = np.full((16, 64), low, block.dtype)
+            padded = np.full((16, 64), low, v.dtype)
             padded[:block.shape[0], :block.shape[1]] = block
             best[i, j] = np.argmax(padded)
-            product[i, j] = block.prod(dtype=np.int32) if dtype == "i32" else block.prod()
-    return best, product
+            product[i, j] = block.prod(dtype=product.dtype)
+    return best, stored(product, dtype)

@@ -421,24 +421,21 @@ class TileOperations(TileShapes):
             if not -rank <= axis < rank:
                 self.fail("BT0308", axis_node, f"axis {axis} is out of range for a tile of rank {rank}")
             axes = [axis % rank]
-        if op in ir.INDEX_REDUCTIONS:
-            value = self.index_reduce(op, value, axes, node)
-        else:
-            for axis in sorted(axes, reverse=True):
-                shape = value.ty.shape[:axis] + value.ty.shape[axis + 1:]
-                value = ir.Reduce(TileT(value.ty.dtype, shape), op=op, value=value, axis=axis, src=node)
+        value = self.reduce_axes(op, value, axes, node)
         if keep:
             for axis in sorted(axes):
                 shape = value.ty.shape[:axis] + (1,) + value.ty.shape[axis:]
                 value = ir.ExpandDims(TileT(value.ty.dtype, shape), value=value, axis=axis, src=node)
         return value
 
-    def index_reduce(self, op: str, value: ir.Expr, axes: list[int], node) -> ir.Expr:
-        """argmax/argmin along one axis; over every axis, the position in the tile flattened in
-        row-major order (as NumPy's)."""
+    def reduce_axes(self, op: str, value: ir.Expr, axes: list[int], node) -> ir.Reduce:
+        """One reduction along one axis; over every axis, one reduction of the tile flattened in
+        row-major order (an index reduction gives the position in it, as NumPy's; a 16-bit
+        value is rounded once, not after each axis)."""
         if len(axes) != 1:
             value = ir.Reshape(TileT(value.ty.dtype, (value.ty.size,)), value=value, src=node)
             axes = [0]
         (axis,) = axes
+        dtype = ir.INDEX_DTYPE if op in ir.INDEX_REDUCTIONS else value.ty.dtype
         shape = value.ty.shape[:axis] + value.ty.shape[axis + 1:]
-        return ir.Reduce(TileT(ir.INDEX_DTYPE, shape), op=op, value=value, axis=axis, src=node)
+        return ir.Reduce(TileT(dtype, shape), op=op, value=value, axis=axis, src=node)
