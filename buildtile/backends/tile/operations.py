@@ -419,7 +419,10 @@ class TileOperations(TileShapes):
         else:
             axis = self.const_int(axis_node, "the axis")
             if not -rank <= axis < rank:
-                self.fail("BT0308", axis_node, f"axis {axis} is out of range for a tile of rank {rank}")
+                self.fail("BT0308", axis_node, f"axis {axis} is out of range for a tile of rank {rank}",
+                          label=f"`{op}` of a tile of shape {value.ty.shape}",
+                          help=f"its axes are 0 to {rank - 1} (or -{rank} to -1 from the end)" if rank
+                          else "a tile of rank 0 has no axis to reduce; leave `axis` out")
             axes = [axis % rank]
         value = self.reduce_axes(op, value, axes, node)
         if keep:
