@@ -160,7 +160,7 @@ def _device_only(name: str):
 #: operations that exist only inside kernels (the compiler reads them from the source)
 DEVICE_FUNCTIONS = (
     "load", "load_like", "store", "zeros", "full", "arange", "where", "astype",
-    "reshape", "permute", "transpose", "mma", "sum", "max", "min", "range",
+    "reshape", "permute", "transpose", "mma", "sum", "prod", "max", "min", "argmax", "argmin", "range",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "tanh", "sin", "cos", "erf",
     "floor", "ceil", "maximum", "minimum", "pow", "sigmoid", "gelu", "rand", "randn", "gather", "atomic_add",
 )
@@ -180,6 +180,9 @@ mma = _device_only("mma")
 sum = _device_only("sum")
 max = _device_only("max")
 min = _device_only("min")
+prod = _device_only("prod")
+argmax = _device_only("argmax")
+argmin = _device_only("argmin")
 range = _device_only("range")
 exp = _device_only("exp")
 exp2 = _device_only("exp2")

@@ -30,6 +30,7 @@ from buildtile.backends.common.llvm import (
     reg_type,
     round_half,
 )
+from buildtile.backends.tile.ir import INDEX_DTYPE, INDEX_REDUCTIONS
 from buildtile.backends.tile.layout import Layout
 from buildtile.backends.tile.types import BOOL, Scalar
 
@@ -48,7 +49,10 @@ def _slot_type(dtype: Scalar) -> lir.Type:
 
 
 def _slot_bytes(dtype: Scalar) -> int:
-    t = _slot_type(dtype)
+    return _bytes_of(_slot_type(dtype))
+
+
+def _bytes_of(t: lir.Type) -> int:
     return t.width // 8 if isinstance(t, lir.IntType) else (8 if t == lir.DoubleType() else 4)
 
 
@@ -136,25 +140,54 @@ def broadcast(em, val: TileVal, target: Layout) -> TileVal:
 
 
 # ------------------------------------------------------------------ reductions
+#
+# A reduction carries a tuple through every step: ``(value,)``, or ``(value, index)`` for the
+# index reductions (argmax, argmin), whose index is the element's position along the axis.
 
 
 def combine(em, op: str, dtype: Scalar, a: lir.Value, c: lir.Value) -> lir.Value:
+    """``a op c`` for the value reductions (sum, prod, max, min)."""
     b = em.b
     if dtype.is_float:
-        if op == "sum":
-            return b.fadd(a, c)
+        if op in ("sum", "prod"):
+            return b.fadd(a, c) if op == "sum" else b.fmul(a, c)
         return b.call(intrinsic(em.module, "llvm.maxnum" if op == "max" else "llvm.minnum", a.type, 2), [a, c])
-    if op == "sum":
-        return b.add(a, c)
+    if op in ("sum", "prod"):
+        return b.add(a, c) if op == "sum" else b.mul(a, c)
     signed = dtype.kind == "int"
     name = {"max": "llvm.smax" if signed else "llvm.umax", "min": "llvm.smin" if signed else "llvm.umin"}[op]
     return b.call(intrinsic(em.module, name, a.type, 2), [a, c])
 
 
-def _tree(em, op, dtype, values: list) -> lir.Value:
+def _prefers(em, op: str, dtype: Scalar, a: tuple, c: tuple) -> lir.Value:
+    """Whether the pair ``c`` wins over ``a`` in an index reduction: a larger (argmax) or smaller
+    (argmin) value, or an equal one at a lower index. NaN counts as beyond every number and equal
+    to itself, so the first NaN wins (as NumPy's argmax and argmin): a total order, so every
+    order of combining gives the same pair."""
+    b = em.b
+    (va, ia), (vc, ic) = a, c
+    order = ">" if op == "argmax" else "<"
+    lower = b.icmp_signed("<", ic, ia)
+    if not dtype.is_float:
+        beats = b.icmp_signed(order, vc, va) if dtype.kind == "int" else b.icmp_unsigned(order, vc, va)
+        return b.or_(beats, b.and_(b.icmp_unsigned("==", vc, va), lower))
+    nan_a, nan_c = b.fcmp_unordered("uno", va, va), b.fcmp_unordered("uno", vc, vc)
+    beats = b.or_(b.fcmp_ordered(order, vc, va), b.and_(nan_c, b.not_(nan_a)))
+    equal = b.or_(b.fcmp_ordered("==", vc, va), b.and_(nan_c, nan_a))
+    return b.or_(beats, b.and_(equal, lower))
+
+
+def _combine(em, op: str, dtype: Scalar, a: tuple, c: tuple) -> tuple:
+    if op not in INDEX_REDUCTIONS:
+        return (combine(em, op, dtype, a[0], c[0]),)
+    take = _prefers(em, op, dtype, a, c)
+    return tuple(em.b.select(take, y, x) for x, y in zip(a, c))
+
+
+def _tree(em, op, dtype, values: list) -> tuple:
     # pairwise, in a fixed order: shorter dependency chains than a running sum, same result everywhere
     while len(values) > 1:
-        values = [combine(em, op, dtype, values[i], values[i + 1]) if i + 1 < len(values) else values[i]
+        values = [_combine(em, op, dtype, values[i], values[i + 1]) if i + 1 < len(values) else values[i]
                   for i in range(0, len(values), 2)]
     return values[0]
 
@@ -175,47 +208,68 @@ def shuffle_xor(em, value: lir.Value, mask: int) -> lir.Value:
     return joined if isinstance(t, lir.IntType) else b.bitcast(joined, t)
 
 
+def _positions(em, layout: Layout, axis: int) -> list[lir.Value]:
+    """Each register's coordinate along ``axis`` (i32): the index an index reduction carries."""
+    part = em.thread_part(layout, axis) if layout.thread_runs(axis) else None
+    coords = [I32(layout.reg_coords(r)[axis]) for r in range(layout.nregs)]
+    return coords if part is None else [em.b.add(part, c) for c in coords]
+
+
 def reduce(em, val: TileVal, axis: int, op: str) -> TileVal:
-    """Combine ``val`` along ``axis``; the result is in ``val.layout.slice(axis)``, on every thread."""
+    """Combine ``val`` along ``axis``; the result is in ``val.layout.slice(axis)``, on every thread
+    (for an index reduction, an i32 tile of the picked elements' positions along ``axis``)."""
     b = em.b
     layout, dtype = val.layout, val.dtype
     out_layout = layout.slice(axis)
+    carried = [(v,) for v in val.regs]
+    if op in INDEX_REDUCTIONS:
+        carried = [(v, i) for v, i in zip(val.regs, _positions(em, layout, axis))]
     groups = [[] for _ in range(out_layout.nregs)]
     for r, o in enumerate(layout.slice_reg_map(axis)):
-        groups[o].append(val.regs[r])
+        groups[o].append(carried[r])
     partial = [_tree(em, op, dtype, g) for g in groups]
     for k, bit in enumerate(layout.thread[:5]):
         if bit is not None and bit[0] == axis:
-            partial = [combine(em, op, dtype, p, shuffle_xor(em, p, 1 << k)) for p in partial]
+            partial = [_combine(em, op, dtype, p, tuple(shuffle_xor(em, x, 1 << k) for x in p)) for p in partial]
     warp_bits = [k for k in range(5, len(layout.thread)) if layout.thread[k] is not None and layout.thread[k][0] == axis]
     if warp_bits:
         partial = _across_warps(em, out_layout, partial, warp_bits, op, dtype)
+    if op in INDEX_REDUCTIONS:
+        return TileVal(out_layout, [p[1] for p in partial], INDEX_DTYPE)
+    values = [p[0] for p in partial]
     if dtype.is_float:
-        partial = [round_half(b, p, dtype) for p in partial]
-    return TileVal(out_layout, partial, dtype)
+        values = [round_half(b, v, dtype) for v in values]
+    return TileVal(out_layout, values, dtype)
 
 
 def _across_warps(em, out_layout: Layout, partial: list, warp_bits: list[int], op: str, dtype: Scalar) -> list:
-    """Each warp's partial results through shared memory: slot (element, warp part) -> combined in order."""
+    """Each warp's partial results through shared memory: slot (element, warp part) -> combined in
+    order. Each carried component has an area of its own, one after the other, in one exchange."""
     b = em.b
     parts = 1 << len(warp_bits)
-    size = _slot_bytes(dtype)
     elements = 1
     for s in out_layout.shape:
         elements *= s
-    base = I32(em.scratch(elements * parts * size))
+    sizes = [_bytes_of(x.type) for x in partial[0]]
+    areas, nbytes = [], 0
+    for size in sizes:
+        areas.append(nbytes)
+        nbytes += -(-elements * parts * size // 16) * 16
+    scratch = em.scratch(nbytes)
     which = I32(0)
     for j, k in enumerate(warp_bits):
         which = b.or_(which, b.shl(b.and_(b.lshr(em.tid, I32(k)), I32(1)), I32(j)))
     barrier(b)
     for o, p in enumerate(partial):
-        slot = b.add(base, b.mul(b.add(b.mul(_linear(em, out_layout, o), I32(parts)), which), I32(size)))
-        b.store(p, em.smem_ptr(slot), align=size)
+        slot = b.add(b.mul(_linear(em, out_layout, o), I32(parts)), which)
+        for x, area, size in zip(p, areas, sizes):
+            b.store(x, em.smem_ptr(b.add(I32(scratch + area), b.mul(slot, I32(size)))), align=size)
     barrier(b)
     out = []
-    for o in range(len(partial)):
-        first = b.add(base, b.mul(_linear(em, out_layout, o), I32(parts * size)))
-        values = [b.load(em.smem_ptr(b.add(first, I32(j * size))), typ=partial[o].type, align=size)
+    for o, p in enumerate(partial):
+        first = b.mul(_linear(em, out_layout, o), I32(parts))
+        values = [tuple(b.load(em.smem_ptr(b.add(I32(scratch + area), b.mul(b.add(first, I32(j)), I32(size)))),
+                               typ=x.type, align=size) for x, area, size in zip(p, areas, sizes))
                   for j in range(parts)]
         out.append(_tree(em, op, dtype, values))
     return out

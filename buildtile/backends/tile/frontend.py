@@ -410,7 +410,8 @@ class _Typer(TileFunctions, TileRandom, TileGather, TileScatter, TileOperations)
         if isinstance(value.ty, TileT) and node.attr == "T":
             return self.transpose(value, None, node)
         self.fail("BT0425", node, f"no attribute `{node.attr}` on a value of type {value.ty}",
-                  help="tiles have .astype(), .reshape(), .permute(), .transpose(), .T, .sum/.max/.min(), .shape")
+                  help="tiles have .astype(), .reshape(), .permute(), .transpose(), .T, "
+                       ".sum/.prod/.max/.min/.argmax/.argmin(), .shape")
 
     def expr_Subscript(self, node: ast.Subscript):
         base = node.value

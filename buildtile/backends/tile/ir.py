@@ -16,6 +16,7 @@ from buildtile.backends.common.ir import (  # noqa: F401 - the shared nodes are 
     Assign, BinOp, BoolOp, BuiltinCall, Cast, Compare, Const, Expr, If, Param, Select, Shape, Stmt, UnaryOp, Var,
     children, walk_exprs, walk_stmts,
 )
+from buildtile.backends.common.types import I32
 
 
 # ---------------------------------------------------------------- scalars
@@ -98,13 +99,24 @@ class Permute(Expr):
     perm: tuple[int, ...] = ()
 
 
+#: the reductions that give, per element of the result, the position along the axis of the element
+#: they pick (the first of equal ones), as a tile of INDEX_DTYPE (i32, as Triton's argmax)
+INDEX_REDUCTIONS = ("argmax", "argmin")
+INDEX_DTYPE = I32
+
+
 @dataclass(eq=False)
 class Reduce(Expr):
     """``t.sum(axis)`` and friends: ``axis`` reduced away."""
 
-    op: str = "sum"        # sum, max, min
+    op: str = "sum"        # sum, prod, max, min, or one of INDEX_REDUCTIONS
     value: Expr = None
     axis: int = 0
+
+    @property
+    def carried(self) -> int:
+        """Values each combining step moves: an index reduction carries its index with the value."""
+        return 2 if self.op in INDEX_REDUCTIONS else 1
 
 
 @dataclass(eq=False)

@@ -23,7 +23,7 @@ MATH = {"exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "abs": 
 INT_MATH = {"abs", "maximum", "minimum"}
 #: ``tile.gelu(x, approximate=...)``: torch's two forms, each lowered as a composition of other math
 GELU_FORMS = {"none": "gelu", "tanh": "gelu_tanh"}
-REDUCTIONS = ("sum", "max", "min")
+REDUCTIONS = ("sum", "prod", "max", "min") + ir.INDEX_REDUCTIONS
 
 
 class TileOperations(TileShapes):
@@ -79,7 +79,8 @@ class TileOperations(TileShapes):
             args = self.bind_args(node, method, ["axis", "keepdims"], {"axis": None, "keepdims": None})
             return self.reduce(method, value, args["axis"], args["keepdims"], node)
         self.fail("BT0425", node.func, f"no method `{method}` on a tile",
-                  help="tiles have .astype(), .reshape(), .permute(), .transpose(), .sum/.max/.min()")
+                  help="tiles have .astype(), .reshape(), .permute(), .transpose(), "
+                       ".sum/.prod/.max/.min/.argmax/.argmin()")
 
     def dtype_arg(self, node: ast.AST) -> Scalar:
         if isinstance(node, ast.Attribute) and node.attr == "dtype":   # `x.dtype` of an array, a tile or a scalar
@@ -418,13 +419,26 @@ class TileOperations(TileShapes):
         else:
             axis = self.const_int(axis_node, "the axis")
             if not -rank <= axis < rank:
-                self.fail("BT0308", axis_node, f"axis {axis} is out of range for a tile of rank {rank}")
+                self.fail("BT0308", axis_node, f"axis {axis} is out of range for a tile of rank {rank}",
+                          label=f"`{op}` of a tile of shape {value.ty.shape}",
+                          help=f"its axes are 0 to {rank - 1} (or -{rank} to -1 from the end)" if rank
+                          else "a tile of rank 0 has no axis to reduce; leave `axis` out")
             axes = [axis % rank]
-        for axis in sorted(axes, reverse=True):
-            shape = value.ty.shape[:axis] + value.ty.shape[axis + 1:]
-            value = ir.Reduce(TileT(value.ty.dtype, shape), op=op, value=value, axis=axis, src=node)
+        value = self.reduce_axes(op, value, axes, node)
         if keep:
             for axis in sorted(axes):
                 shape = value.ty.shape[:axis] + (1,) + value.ty.shape[axis:]
                 value = ir.ExpandDims(TileT(value.ty.dtype, shape), value=value, axis=axis, src=node)
         return value
+
+    def reduce_axes(self, op: str, value: ir.Expr, axes: list[int], node) -> ir.Reduce:
+        """One reduction along one axis; over every axis, one reduction of the tile flattened in
+        row-major order (an index reduction gives the position in it, as NumPy's; a 16-bit
+        value is rounded once, not after each axis)."""
+        if len(axes) != 1:
+            value = ir.Reshape(TileT(value.ty.dtype, (value.ty.size,)), value=value, src=node)
+            axes = [0]
+        (axis,) = axes
+        dtype = ir.INDEX_DTYPE if op in ir.INDEX_REDUCTIONS else value.ty.dtype
+        shape = value.ty.shape[:axis] + value.ty.shape[axis + 1:]
+        return ir.Reduce(TileT(dtype, shape), op=op, value=value, axis=axis, src=node)

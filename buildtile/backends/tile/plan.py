@@ -177,8 +177,9 @@ class TileFootprint:
     words: float                  # 32-bit registers an element of that tile takes
     live: float                   # tile data held at once, at most, in units of the largest tile
     memory_bytes: int             # the narrowest element that tile moves to or from memory
-    #: (shape, axis, elem bytes, every axis reduced in tiles of that shape) of each reduction
-    reductions: tuple[tuple[tuple[int, ...], int, int, frozenset[int]], ...]
+    #: (shape, axis, elem bytes, every axis reduced in tiles of that shape, values carried: 2 for
+    #: an index reduction, whose index travels with the value) of each reduction
+    reductions: tuple[tuple[tuple[int, ...], int, int, frozenset[int], int], ...]
 
 
 def tile_footprint(kernel: ir.KernelIR) -> TileFootprint:
@@ -196,7 +197,7 @@ def tile_footprint(kernel: ir.KernelIR) -> TileFootprint:
     words = max(1, compute // 4) + (memory / 4 if memory < compute else 0)
     reduced = reduced_axes(kernel)
     reductions = tuple((e.value.ty.shape, e.axis, min(elem_bytes(e.value.ty.dtype), access.get(e.value.ty.shape, 8)),
-                        reduced[e.value.ty.shape])
+                        reduced[e.value.ty.shape], e.carried)
                        for e in ir.walk_exprs(kernel.body) if isinstance(e, ir.Reduce))
     return TileFootprint(elements, words, _live_tiles(kernel, elements), memory, reductions)
 
@@ -212,7 +213,8 @@ def thread_cost(fp: TileFootprint, threads: int) -> tuple:
     1. registers over budget: ``min(128, 65536 / threads)`` a thread (128 leaves an SM 16
        warps to hide latency with; past 255 they spill to local memory);
     2. reductions whose axis spans several warps (each a shared-memory round trip between
-       two barriers, where one inside a warp takes only shuffles);
+       two barriers, where one inside a warp takes only shuffles), counted per value carried
+       (an argmax moves its index with its value: twice the shuffles and shared memory);
     3. whether the block is larger than it needs to be (past 256 threads: blocks of 1024
        leave an SM with two);
     4. how far each thread's share of the largest tile, in memory, is from two 16-byte
@@ -222,7 +224,7 @@ def thread_cost(fp: TileFootprint, threads: int) -> tuple:
     """
     per_thread = max(1, fp.elements // threads)
     spilled = max(0, registers(fp, threads) - min(REGISTER_BUDGET, REGISTERS_PER_SM // threads))
-    across_warps = sum(1 for shape, axis, eb, axes in fp.reductions
+    across_warps = sum(carried for shape, axis, eb, axes, carried in fp.reductions
                        if reduction_strategy(canonical(shape, threads, eb, axes), axis) == "block")
     oversized = max(0, threads - PREFERRED_MAX_THREADS)
     thread_bytes = per_thread * fp.memory_bytes
