@@ -268,6 +268,14 @@ def example_site(example_wheel, tmp_path_factory):
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _shared_run_folder(tmp_path_factory):
+    """The run's folder (tests/run_dirs.py), for the helpers that build what the workers share."""
+    from run_dirs import share_the_run_folder
+
+    share_the_run_folder(tmp_path_factory)
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _private_home_and_kernel_cache(tmp_path_factory):
     """Tests never touch the user's home folder or kernel cache: HOME, XDG_CACHE_HOME and the
     kernel cache point into the run's temporary folder (and start empty). The kernel cache is the
