@@ -250,10 +250,12 @@ def ops(make_kernel_package, fake_gpu):
 @pytest.fixture(scope="session")
 def example_wheel(tmp_path_factory):
     """The example project's wheel, built by this tree's backend without build isolation, once per
-    session: the packaging tests only read it (tests/wheel_support.py)."""
+    run (whichever worker asks first builds it): the packaging tests only read it
+    (tests/wheel_support.py)."""
+    from run_dirs import made_once, run_root
     from wheel_support import build_example_wheel
 
-    return build_example_wheel(tmp_path_factory.mktemp("example-wheel"))
+    return made_once(run_root(tmp_path_factory) / "example-wheel", build_example_wheel)
 
 
 @pytest.fixture(scope="session")
@@ -266,17 +268,31 @@ def example_site(example_wheel, tmp_path_factory):
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _shared_run_folder(tmp_path_factory):
+    """The run's folder (tests/run_dirs.py), for the helpers that build what the workers share."""
+    from run_dirs import share_the_run_folder
+
+    share_the_run_folder(tmp_path_factory)
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _private_home_and_kernel_cache(tmp_path_factory):
     """Tests never touch the user's home folder or kernel cache: HOME, XDG_CACHE_HOME and the
-    kernel cache point into the session's temporary folder (and start empty). uv keeps its own
-    package cache, which the isolated builds of the frontend tests install from."""
+    kernel cache point into the run's temporary folder (and start empty). The kernel cache is the
+    whole run's, shared by its xdist workers (its entries are renamed into place whole), so a
+    kernel one worker compiled is not compiled again by another. uv keeps its own package cache,
+    which the isolated builds of the frontend tests install from."""
+    from run_dirs import run_root
+
     uv_cache = os.environ.get("UV_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "uv")
     home = tmp_path_factory.mktemp("home")
+    kernel_cache = run_root(tmp_path_factory) / "kernel-cache"
+    kernel_cache.mkdir(exist_ok=True)
     private = {
         "HOME": str(home),
         "XDG_CACHE_HOME": str(home / ".cache"),
-        "BUILDTILE_CACHE_DIR": str(tmp_path_factory.mktemp("kernel-cache")),
+        "BUILDTILE_CACHE_DIR": str(kernel_cache),
         "UV_CACHE_DIR": uv_cache,
     }
     previous = {name: os.environ.get(name) for name in private}

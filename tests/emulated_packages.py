@@ -20,17 +20,13 @@ ROOT = Path(__file__).parents[1]
 _ids = itertools.count()
 
 
-@contextlib.contextmanager
-def built_package(sources: dict[str, Path], prefix: str, root: Path, targets: list[str],
-                  settings: str = "") -> Iterator[dict[str, ModuleType]]:
+def build_package(sources: dict[str, Path], package: str, root: Path, targets: list[str],
+                  settings: str = "") -> None:
     """The kernel modules ``sources`` (module name -> source file) built into ``root`` as
-    ``<prefix><n>.<module>`` for ``targets`` (more ``[tool.buildtile]`` lines in ``settings``),
-    imported; forgotten afterwards."""
+    ``<package>.<module>`` for ``targets`` (more ``[tool.buildtile]`` lines in ``settings``)."""
     from buildtile.compiler import compile_project
     from buildtile.config import load_project
-    from buildtile.runtime.package import forget_package
 
-    package = f"{prefix}{next(_ids)}"
     (root / package).mkdir(parents=True)
     (root / package / "__init__.py").write_text("")
     for module, source in sources.items():
@@ -41,9 +37,16 @@ def built_package(sources: dict[str, Path], prefix: str, root: Path, targets: li
         f'[project]\nname = "{package}"\nversion = "0.1.0"\n\n[tool.buildtile]\n'
         f'kernels = [{kernels}]\ntargets = [{listed}]\nptx = false\n{settings}')
     compile_project(load_project(root, env={}), root, log=lambda line: None)
+
+
+@contextlib.contextmanager
+def imported_package(package: str, root: Path, modules) -> Iterator[dict[str, ModuleType]]:
+    """The ``modules`` of ``package``, built in ``root``, imported; forgotten afterwards."""
+    from buildtile.runtime.package import forget_package
+
     sys.path.insert(0, str(root))
     try:
-        yield {m: importlib.import_module(f"{package}.{m}") for m in sources}
+        yield {m: importlib.import_module(f"{package}.{m}") for m in modules}
     finally:
         sys.path.remove(str(root))
         forget_package(package)
@@ -51,11 +54,25 @@ def built_package(sources: dict[str, Path], prefix: str, root: Path, targets: li
             del sys.modules[name]
 
 
+@contextlib.contextmanager
+def built_package(sources: dict[str, Path], prefix: str, root: Path, targets: list[str],
+                  settings: str = "") -> Iterator[dict[str, ModuleType]]:
+    """The kernel modules ``sources`` built into ``root`` as ``<prefix><n>.<module>`` (see
+    :func:`build_package`), imported; forgotten afterwards."""
+    package = f"{prefix}{next(_ids)}"
+    build_package(sources, package, root, targets, settings)
+    with imported_package(package, root, sources) as modules:
+        yield modules
+
+
+#: the ``[tool.buildtile]`` lines of a package that opts in to torch custom ops
+TORCH_OPS = "\n[tool.buildtile.torch]\nops = true\n"
+
+
 def built_for_the_emulator(sources: dict[str, Path], prefix: str, root: Path, torch_ops: bool = False):
     """The kernel modules ``sources`` built for sm_90, the emulated device's default (see
     :func:`built_package`)."""
-    return built_package(sources, prefix, root, ["sm_90"],
-                         "\n[tool.buildtile.torch]\nops = true\n" if torch_ops else "")
+    return built_package(sources, prefix, root, ["sm_90"], TORCH_OPS if torch_ops else "")
 
 
 def _example_modules() -> dict[str, Path]:
@@ -96,24 +113,31 @@ def on_devices(cases: list, cpu_max: int = CPU_MAX_ELEMENTS) -> list:
 
 
 _examples: dict[str, ModuleType] = {}
-_builds: list = []   # the open build contexts (closing one forgets its package)
+_builds: list = []   # the open import contexts (closing one forgets its package)
+#: the package name of the example modules built for the emulator
+EXAMPLES_PACKAGE = "cpuexamples"
+
+
+def _build_examples(folder: Path) -> Path:
+    build_package(EXAMPLES, EXAMPLES_PACKAGE, folder, ["sm_90"], TORCH_OPS)
+    return folder
 
 
 def examples_for_the_emulator() -> dict[str, ModuleType]:
-    """Every kernel module of the example project, built once per test process for the emulator
-    (one build serves every test module that runs them: building is most of the emulated cases'
-    time), by its name within the package. Like the example project, the package opts in to torch
-    custom ops."""
+    """Every kernel module of the example project, built once per test run for the emulator (the
+    first worker process to ask builds it, the others import that build; one build serves every
+    test module that runs them: building is most of the emulated cases' time), by its name within
+    the package. Like the example project, the package opts in to torch custom ops."""
     if not _examples:
         import atexit
-        import tempfile
 
-        root = Path(tempfile.mkdtemp(prefix="buildtile_emulated_examples_"))
-        build = built_for_the_emulator(EXAMPLES, "cpuexamples", root, torch_ops=True)
-        _builds.append(build)
-        _examples.update(build.__enter__())
-        atexit.register(shutil.rmtree, root, True)
-        atexit.register(build.__exit__, None, None, None)   # runs first, while sys.path exists
+        from run_dirs import made_once, run_folder
+
+        root = made_once(run_folder("emulated-examples"), _build_examples)
+        imported = imported_package(EXAMPLES_PACKAGE, root, EXAMPLES)
+        _builds.append(imported)
+        _examples.update(imported.__enter__())
+        atexit.register(imported.__exit__, None, None, None)
     return _examples
 
 

@@ -156,12 +156,13 @@ def test_a_cache_folder_under_a_home_is_expanded(project, monkeypatch, tmp_path)
 
 def test_the_suite_keeps_out_of_the_users_home_and_cache(tmp_path_factory):
     from buildtile.cache import default_cache_dir
+    from run_dirs import run_root
 
     session = tmp_path_factory.getbasetemp()
     home = Path(os.path.expanduser("~"))
     assert session in home.parents
     assert session in Path(os.environ["XDG_CACHE_HOME"]).parents
-    assert session in Path(os.environ["BUILDTILE_CACHE_DIR"]).parents
+    assert run_root(tmp_path_factory) in Path(os.environ["BUILDTILE_CACHE_DIR"]).parents   # the run's, shared
     assert session in default_cache_dir().parents
 
 

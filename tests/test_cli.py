@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from buildtile.cli import main
 
 ROOT = Path(__file__).parent.parent
@@ -34,14 +36,22 @@ def test_check_missing_path_is_a_clean_error(capsys):
     assert capsys.readouterr().err.startswith("error[BT0010]")
 
 
-def test_build_in_place_then_inspect(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def built_in_place(tmp_path_factory) -> Path:
+    """A copy of the example project built in place by `buildtile build`, for sm_90 alone (one
+    build for the module's tests: building the project is most of their time)."""
     import shutil
 
-    project = tmp_path / "example_project"
-    shutil.copytree(ROOT / "example_project", project, ignore=shutil.ignore_patterns("build", "cpp"))
-    text = (project / "pyproject.toml").read_text().replace("enabled = true", "enabled = false").replace("ffi = true", "ffi = false")
+    project = tmp_path_factory.mktemp("in-place") / "example_project"
+    shutil.copytree(ROOT / "example_project", project, ignore=shutil.ignore_patterns("build", "cpp", "_buildtile"))
+    text = (project / "pyproject.toml").read_text()
     (project / "pyproject.toml").write_text(text.replace('targets = ["sm_80", "sm_90"]', 'targets = ["sm_90"]'))
     assert main(["build", str(project)]) == 0
+    return project
+
+
+def test_build_in_place_then_inspect(built_in_place, capsys):
+    project = built_in_place
     assert (project / "example_kernels/_buildtile/manifest.json").is_file()
     capsys.readouterr()
     assert main(["inspect", str(project / "example_kernels")]) == 0
@@ -87,14 +97,8 @@ def test_doctor_reports_each_tool(capsys):
         assert f"] {name}:" in out
 
 
-def test_build_in_place_also_builds_the_c_library(tmp_path, capsys):
-    import shutil
-
-    project = tmp_path / "example_project"
-    shutil.copytree(ROOT / "example_project", project, ignore=shutil.ignore_patterns("build", "cpp", "_buildtile"))
-    text = (project / "pyproject.toml").read_text()
-    (project / "pyproject.toml").write_text(text.replace('targets = ["sm_80", "sm_90"]', 'targets = ["sm_90"]'))
-    assert main(["build", str(project)]) == 0
+def test_build_in_place_also_builds_the_c_library(built_in_place):
+    project = built_in_place
     lib = project / "example_kernels/_buildtile/lib/libexample_kernels_kernels.so"
     assert lib.is_file()
     assert (project / "example_kernels/_buildtile/.gitignore").is_file()

@@ -84,6 +84,9 @@ class StreamGiving:
     def __cuda_stream__(self):
         return (0, self.handle)
 
+    def __repr__(self) -> str:   # the test ids: the same in every process (pytest-xdist compares them)
+        return f"StreamGiving({self.handle!r})"
+
 
 @pytest.mark.parametrize("stream, words", [
     (-1, "cannot be negative"),
