@@ -1,7 +1,7 @@
 """``tile.argmax``, ``tile.argmin`` and ``tile.prod`` on the CPU emulator, against NumPy at ragged
 sizes: along each axis of 2-D tiles, inside a warp and across warps, over every axis, with ties
 and NaNs, and a row longer than a tile through a running (value, index) pair (kernels and
-references: tests/tile_reduction_cases.py; the same on a GPU in tests/gpu/test_tile_reductions.py)."""
+references: tests/tile_reduction_cases.py; the same on a GPU in tests/gpu/test_tile_reductions_on_gpu.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Kernels and NumPy references for the index and product reductions (``tile.argmax``,
 ``tile.argmin``, ``tile.prod``), run on the CPU emulator (tests/test_tile_reductions.py) and on a
-GPU (tests/gpu/test_tile_reductions.py).
+GPU (tests/gpu/test_tile_reductions_on_gpu.py).
 
 :func:`source` writes one kernel module with a copy of each kernel per element type (the padding
 that keeps a ragged edge out of a reduction depends on it)."""
