@@ -154,8 +154,24 @@ def layout_problem(ptr: int, shape: Sequence[int], strides: Sequence[int], items
     align = itemsize if align is None else align
     if not 0 <= ptr < _ADDRESS_END:
         return f"its data pointer {ptr:#x} is not a 64-bit address"
-    count = 1
-    low = high = 0
+    reach = element_reach(shape, strides)
+    if isinstance(reach, str):
+        return reach
+    count, low, high = reach
+    if count > _INT64_MAX:
+        return "more elements than int64 counts"
+    if ptr % align:
+        return f"its first element at {ptr:#x} is not aligned to {align} bytes"
+    if count and ((high + 1) * itemsize > _INT64_MAX or low * itemsize < -_INT64_MAX
+                  or not 0 <= ptr + low * itemsize < ptr + (high + 1) * itemsize < _ADDRESS_END):
+        return "it spans more memory than int64 counts"
+    return None
+
+
+def element_reach(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, int, int] | str:
+    """``(elements, lowest, highest)`` element offsets an array of ``shape`` and element ``strides``
+    reaches from its first element; or, in words, an extent or stride the kernel ABI cannot hold."""
+    count, low, high = 1, 0, 0
     for extent, stride in zip(shape, strides):
         if extent < 0:
             return "a negative extent"
@@ -167,14 +183,7 @@ def layout_problem(ptr: int, shape: Sequence[int], strides: Sequence[int], items
             low += span
         else:
             high += span
-    if count > _INT64_MAX:
-        return "more elements than int64 counts"
-    if ptr % align:
-        return f"its first element at {ptr:#x} is not aligned to {align} bytes"
-    if count and ((high + 1) * itemsize > _INT64_MAX or low * itemsize < -_INT64_MAX
-                  or not 0 <= ptr + low * itemsize < ptr + (high + 1) * itemsize < _ADDRESS_END):
-        return "it spans more memory than int64 counts"
-    return None
+    return count, low, high
 
 
 def overlaps_itself(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
@@ -535,16 +544,10 @@ def _plain_cai_layout(typestr, shape: tuple, byte_strides) -> tuple | None:
         return None
     if problem is not None:
         return None
-    count, low, high = 1, 0, 0
-    for extent, stride in zip(shape, strides):
-        if extent < 0 or not -_INT64_MAX <= stride <= _INT64_MAX:
-            return None
-        count *= extent
-        span = (extent - 1) * stride
-        if span < 0:
-            low += span
-        else:
-            high += span
+    reach = element_reach(shape, strides)
+    if isinstance(reach, str):
+        return None
+    count, low, high = reach
     if count > _INT64_MAX or (count and ((high + 1) * itemsize > _INT64_MAX or low * itemsize < -_INT64_MAX)):
         return None
     return dtype, itemsize, strides, low, high, count
