@@ -242,8 +242,8 @@ def cross_entropy(logits: Tensor[T, 2], target: Tensor[i64, 1], loss: tile.Out[f
     A row that fits the block's tile of ``CE_CHUNK // rows`` columns is held: one load, its
     maximum, its sum of exponentials. A longer row is streamed in chunks of a quarter tile,
     the next chunk's load in flight while one is folded in (:func:`logsumexp_step`); the
-    slots are combined once, after the loop. The target's logit is gathered last. A target outside ``[0, logits.shape[1])`` picks
-    nothing (the loss is the logsumexp)."""
+    slots are combined once, after the loop. The target's logit is gathered last. A target
+    outside ``[0, logits.shape[1])`` picks nothing (the loss is the logsumexp)."""
     rows = loss.tile_shape[0]
     cols = CE_CHUNK // rows
     step = cols // STREAM_SPLIT

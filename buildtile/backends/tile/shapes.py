@@ -102,7 +102,8 @@ class TileShapes(BaseTyper):
             if isinstance(node.func, ast.Name) and node.func.id in _FOLDED_BUILTINS and node.args \
                     and not self._shadowed(node.func.id):
                 args = [self.const(a) for a in node.args]
-                if any(a is None or isinstance(a, (tuple, bool)) for a in args) or (node.func.id == "abs") != (len(args) == 1):
+                arity = len(args) == 1 if node.func.id == "abs" else len(args) >= 2
+                if not arity or any(a is None or isinstance(a, (tuple, bool)) for a in args):
                     return None
                 return _FOLDED_BUILTINS[node.func.id](*args)
             if dotted and dotted.startswith("math."):
