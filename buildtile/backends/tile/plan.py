@@ -41,8 +41,12 @@ from buildtile.backends.tile.mma_operands import (
 from buildtile.backends.tile.types import BOOL, TileT, elem_bytes
 
 MIN_THREADS, MAX_THREADS = 32, 1024
-#: bytes of the largest tile each thread should move: two 16-byte accesses in flight per tile
-TARGET_THREAD_BYTES = 32
+#: bytes of the largest tile each thread should have in flight: four 16-byte accesses. Fewer
+#: threads a block, each with more bytes, take fewer registers a block in all (each thread has
+#: its own addresses and bounds), so more blocks share an SM and more loads are in flight there
+#: (measured on an H200: bf16 rows of 4096 and 16384 moved 20-60% more at 64 bytes a thread
+#: than at 32)
+TARGET_THREAD_BYTES = 64
 #: blocks larger than this only when registers demand it (smaller blocks pack SMs more evenly)
 PREFERRED_MAX_THREADS = 256
 #: registers a thread may take and still leave an SM 16 warps; 65536 an SM in all (sm_80+)
@@ -177,6 +181,9 @@ class TileFootprint:
     words: float                  # 32-bit registers an element of that tile takes
     live: float                   # tile data held at once, at most, in units of the largest tile
     memory_bytes: int             # the narrowest element that tile moves to or from memory
+    #: whether that tile is loaded in a loop, the next iteration's load in flight while one
+    #: is worked on: each thread then has its share in flight twice over
+    overlapped: bool
     #: (shape, axis, elem bytes, every axis reduced in tiles of that shape, values carried: 2 for
     #: an index reduction, whose index travels with the value) of each reduction
     reductions: tuple[tuple[tuple[int, ...], int, int, frozenset[int], int], ...]
@@ -193,13 +200,15 @@ def tile_footprint(kernel: ir.KernelIR) -> TileFootprint:
     access = access_bytes(kernel)
     compute = max((elem_bytes(t.dtype) for t in tiles if t.size == elements and t.dtype is not None), default=4)
     memory = min((access[shape] for shape in largest if shape in access), default=compute)
-    # computed wider than it is stored: the loaded narrow copies and the wide values overlap
-    words = max(1, compute // 4) + (memory / 4 if memory < compute else 0)
+    overlapped = _loaded_in_loops(kernel, largest)
+    # computed wider than it is loaded, in a loop: the next chunk's narrow registers are held while
+    # this one's wide values are worked on
+    words = max(1, compute // 4) + (memory / 4 if memory < compute and overlapped else 0)
     reduced = reduced_axes(kernel)
     reductions = tuple((e.value.ty.shape, e.axis, min(elem_bytes(e.value.ty.dtype), access.get(e.value.ty.shape, 8)),
                         reduced[e.value.ty.shape], e.carried)
                        for e in ir.walk_exprs(kernel.body) if isinstance(e, ir.Reduce))
-    return TileFootprint(elements, words, _live_tiles(kernel, elements), memory, reductions)
+    return TileFootprint(elements, words, _live_tiles(kernel, elements), memory, overlapped, reductions)
 
 
 def registers(fp: TileFootprint, threads: int) -> int:
@@ -217,9 +226,9 @@ def thread_cost(fp: TileFootprint, threads: int) -> tuple:
        (an argmax moves its index with its value: twice the shuffles and shared memory);
     3. whether the block is larger than it needs to be (past 256 threads: blocks of 1024
        leave an SM with two);
-    4. how far each thread's share of the largest tile, in memory, is from two 16-byte
-       accesses (fewer bytes leave the vector accesses idle, more lengthen each thread's
-       serial work);
+    4. how far the bytes each thread has in flight of the largest tile (its share, twice
+       over where that tile is loaded in a loop) are from four 16-byte accesses (fewer leave
+       too few loads in flight, more lengthen each thread's serial work);
     5. fewer threads.
     """
     per_thread = max(1, fp.elements // threads)
@@ -227,7 +236,7 @@ def thread_cost(fp: TileFootprint, threads: int) -> tuple:
     across_warps = sum(carried for shape, axis, eb, axes, carried in fp.reductions
                        if reduction_strategy(canonical(shape, threads, eb, axes), axis) == "block")
     oversized = max(0, threads - PREFERRED_MAX_THREADS)
-    thread_bytes = per_thread * fp.memory_bytes
+    thread_bytes = per_thread * fp.memory_bytes * (2 if fp.overlapped else 1)
     spread = abs(log2(max(1, thread_bytes)) - log2(TARGET_THREAD_BYTES))
     if thread_bytes < TARGET_THREAD_BYTES and threads > MIN_THREADS:
         spread += 1        # threads left with less than two accesses: worse than too many bytes
@@ -275,7 +284,8 @@ def _live_tiles(kernel: ir.KernelIR, elements: int) -> float:
     the tile locals live across it (assigned before, used after, on some path) plus the tile it
     computes (which takes the place of operands that die there). Backward liveness over the
     structured body: each branch of an ``if`` on its own, a loop's body until it is stable."""
-    weight = {name: ty.size / elements for name, ty in kernel.locals.items() if isinstance(ty, TileT)}
+    weight = {name: ty.size / elements * _narrow_share(kernel, name) for name, ty in kernel.locals.items()
+              if isinstance(ty, TileT)}
     # a name every assignment of which LLVM can recompute where it is used holds no registers; one
     # also assigned a loaded or reduced value (an accumulator started at zeros) holds them
     held = {s.name for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.Assign) and not _recomputable(s.value)}
@@ -314,6 +324,27 @@ def _live_tiles(kernel: ir.KernelIR, elements: int) -> float:
         return live, peak
 
     return max(1.0, block(kernel.body, set())[1])
+
+
+def _loaded_in_loops(kernel: ir.KernelIR, shapes: set[tuple[int, ...]]) -> bool:
+    """Whether a tile of one of ``shapes`` is loaded in a ``tile.range`` body (a streamed walk,
+    whose first load may come before the loop)."""
+    return any(isinstance(e, ir.Load) and e.ty.shape in shapes
+               for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.ForRange) for e in ir.walk_exprs(s.body))
+
+
+def _narrow_share(kernel: ir.KernelIR, name: str) -> float:
+    """The share of its computed width that a local holds while live: a narrow load converted
+    wider (``tile.load(w, ...).astype(f32)`` of bf16 data) stays in its loaded registers until
+    each element's one use converts it; any other value holds its full width."""
+    shares = []
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Assign) and s.name == name:
+            v = s.value
+            if not (isinstance(v, ir.Cast) and isinstance(v.value, ir.Load) and isinstance(v.ty, TileT)):
+                return 1.0
+            shares.append(elem_bytes(kernel.param_types[v.value.param].elem) / elem_bytes(v.ty.dtype))
+    return min(1.0, max(shares, default=1.0))
 
 
 def _recomputable(e: ir.Expr) -> bool:
