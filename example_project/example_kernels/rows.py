@@ -14,9 +14,9 @@ in f32; the dtype variable ``T``). Two ways through a row, by the tile's length:
   next chunk's load in flight while one is folded in: once for the
   statistics, once to write. The second walk goes from the row's end back
   to its start: the chunks read last are the likeliest to be in L2 still (on
-  an H200, 2-10% faster than walking forward again). Each element slot of a
-  chunk keeps its own running statistics, so
-  the first pass needs no reduction until its end.
+  an H200, 1-10% faster than walking forward again). Each element slot of a
+  chunk keeps its own running statistics, so the first pass needs no
+  reduction until its end.
 
     from buildtile import tile
     from example_kernels import rows

@@ -44,7 +44,7 @@ MIN_THREADS, MAX_THREADS = 32, 1024
 #: bytes of the largest tile each thread should have in flight: four 16-byte accesses. Fewer
 #: threads a block, each with more bytes, take fewer registers a block in all (each thread has
 #: its own addresses and bounds), so more blocks share an SM and more loads are in flight there
-#: (measured on an H200: bf16 rows of 4096 and 16384 moved 20-60% more at 64 bytes a thread
+#: (measured on an H200: bf16 rows of 4096 and 16384 moved 9-53% more at 64 bytes a thread
 #: than at 32)
 TARGET_THREAD_BYTES = 64
 #: blocks larger than this only when registers demand it (smaller blocks pack SMs more evenly)
@@ -239,7 +239,7 @@ def thread_cost(fp: TileFootprint, threads: int) -> tuple:
     thread_bytes = per_thread * fp.memory_bytes * (2 if fp.overlapped else 1)
     spread = abs(log2(max(1, thread_bytes)) - log2(TARGET_THREAD_BYTES))
     if thread_bytes < TARGET_THREAD_BYTES and threads > MIN_THREADS:
-        spread += 1        # threads left with less than two accesses: worse than too many bytes
+        spread += 1        # too few bytes in flight: worse than too many
     return (spilled, across_warps, oversized, spread, threads)
 
 
@@ -284,7 +284,8 @@ def _live_tiles(kernel: ir.KernelIR, elements: int) -> float:
     the tile locals live across it (assigned before, used after, on some path) plus the tile it
     computes (which takes the place of operands that die there). Backward liveness over the
     structured body: each branch of an ``if`` on its own, a loop's body until it is stable."""
-    weight = {name: ty.size / elements * _narrow_share(kernel, name) for name, ty in kernel.locals.items()
+    narrow = _narrow_shares(kernel)
+    weight = {name: ty.size / elements * narrow.get(name, 1.0) for name, ty in kernel.locals.items()
               if isinstance(ty, TileT)}
     # a name every assignment of which LLVM can recompute where it is used holds no registers; one
     # also assigned a loaded or reduced value (an accumulator started at zeros) holds them
@@ -333,18 +334,22 @@ def _loaded_in_loops(kernel: ir.KernelIR, shapes: set[tuple[int, ...]]) -> bool:
                for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.ForRange) for e in ir.walk_exprs(s.body))
 
 
-def _narrow_share(kernel: ir.KernelIR, name: str) -> float:
-    """The share of its computed width that a local holds while live: a narrow load converted
-    wider (``tile.load(w, ...).astype(f32)`` of bf16 data) stays in its loaded registers until
-    each element's one use converts it; any other value holds its full width."""
-    shares = []
+def _narrow_shares(kernel: ir.KernelIR) -> dict[str, float]:
+    """The share of its computed width that each local holds while live, where it is less than
+    all of it: a narrow load converted wider (``tile.load(w, ...).astype(f32)`` of bf16 data)
+    stays in its loaded registers until each element's one use converts it. A local with any
+    other assignment holds its full width."""
+    shares: dict[str, float] = {}
     for s in ir.walk_stmts(kernel.body):
-        if isinstance(s, ir.Assign) and s.name == name:
-            v = s.value
-            if not (isinstance(v, ir.Cast) and isinstance(v.value, ir.Load) and isinstance(v.ty, TileT)):
-                return 1.0
-            shares.append(elem_bytes(kernel.param_types[v.value.param].elem) / elem_bytes(v.ty.dtype))
-    return min(1.0, max(shares, default=1.0))
+        if not isinstance(s, ir.Assign):
+            continue
+        v = s.value
+        if isinstance(v, ir.Cast) and isinstance(v.value, ir.Load) and isinstance(v.ty, TileT):
+            share = elem_bytes(kernel.param_types[v.value.param].elem) / elem_bytes(v.ty.dtype)
+        else:
+            share = 1.0
+        shares[s.name] = max(shares.get(s.name, 0.0), min(1.0, share))
+    return shares
 
 
 def _recomputable(e: ir.Expr) -> bool:
